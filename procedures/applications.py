@@ -1,0 +1,340 @@
+"""Applications and the hiring pipeline.
+
+    pending → reviewed → interview_scheduled → offered → hired
+    any non-final → rejected (the employer) or withdrawn (the candidate)
+
+The employer may skip forward, never go back; `hired`, `rejected` and `withdrawn` are final. Every change
+keeps a history row (who, when, from, to) and emits its event in the same transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from procedures.common import NO_NUL, Id, parse_id
+from rpc.auth.principal import Principal
+from rpc.context import Context
+from rpc.envelope import Page, PageParams, Params, Struct
+from rpc.errors import Conflict, Forbidden, InvalidTransition, NotFound
+from rpc.registry import on_conflict, procedure
+
+Status = Literal["pending", "reviewed", "interview_scheduled", "offered", "hired", "rejected", "withdrawn"]
+PIPELINE: tuple[Status, ...] = ("pending", "reviewed", "interview_scheduled", "offered", "hired")
+FINAL: frozenset[Status] = frozenset({"hired", "rejected", "withdrawn"})
+
+CoverLetter = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
+ResumeUrl = Annotated[str, msgspec.Meta(max_length=2_000, pattern=r"^https?://[^\s\x00]+$")]
+Notes = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
+Rating = Annotated[int, msgspec.Meta(ge=1, le=5)]
+
+
+class Application(Struct, frozen=True, kw_only=True):
+    """An application; `rating` and `notes` are the employer's and always null for the candidate."""
+
+    id: str
+    job_id: str
+    candidate_id: str
+    status: Status
+    cover_letter: str | None
+    resume_url: str | None
+    rating: int | None
+    notes: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+class ApplicationCreated(Struct, frozen=True, kw_only=True):
+    application_id: str
+    job_id: str
+    candidate_id: str
+    status: Status
+
+
+class StatusChanged(Struct, frozen=True, kw_only=True):
+    application_id: str
+    job_id: str
+    old_status: Status
+    new_status: Status
+    updated_by: str
+
+
+class Reviewed(Struct, frozen=True, kw_only=True):
+    application_id: str
+    job_id: str
+    reviewed_by: str
+    rating: int | None
+
+
+class CreateApplication(Params, frozen=True, kw_only=True):
+    job_id: Id
+    cover_letter: CoverLetter | None = None
+    resume_url: ResumeUrl | None = None
+
+
+class ListApplications(PageParams, frozen=True, kw_only=True):
+    job_id: Id | None = None
+    status: Status | None = None
+
+
+class ApplicationRef(Params, frozen=True, kw_only=True):
+    id: Id
+
+
+class UpdateStatus(Params, frozen=True, kw_only=True):
+    id: Id
+    status: Status
+
+
+class Review(Params, frozen=True, kw_only=True):
+    id: Id
+    rating: Rating | None | msgspec.UnsetType = msgspec.UNSET
+    notes: Notes | None | msgspec.UnsetType = msgspec.UNSET
+
+
+on_conflict("applications_job_candidate_key", "You have already applied to this job.")
+
+_COLUMNS = """a.id::text AS id, a.job_id::text AS job_id, a.candidate_id::text AS candidate_id, a.status,
+    a.cover_letter, a.resume_url, a.rating, a.notes, a.created_at, a.updated_at"""
+_JOB = "SELECT status, account_id::text AS account_id FROM jobs WHERE id = %(id)s"
+_INSERT = f"""
+WITH a AS (
+    INSERT INTO applications (job_id, candidate_id, candidate_account_id, cover_letter, resume_url)
+    VALUES (%(job_id)s, %(candidate_id)s, %(candidate_account_id)s, %(cover_letter)s, %(resume_url)s)
+    RETURNING *
+)
+SELECT {_COLUMNS} FROM a
+"""
+_LOCK = f"""
+SELECT {_COLUMNS}, a.candidate_account_id::text AS candidate_account_id, j.account_id::text AS job_account_id
+FROM applications AS a JOIN jobs AS j ON j.id = a.job_id
+WHERE a.id = %(id)s
+"""
+_SET_STATUS = f"""
+WITH a AS (
+    UPDATE applications SET status = %(status)s, updated_at = now() WHERE id = %(id)s RETURNING *
+)
+SELECT {_COLUMNS} FROM a
+"""
+_SET_REVIEW = f"""
+WITH a AS (
+    UPDATE applications
+    SET status = %(status)s, rating = %(rating)s, notes = %(notes)s, updated_at = now()
+    WHERE id = %(id)s RETURNING *
+)
+SELECT {_COLUMNS} FROM a
+"""
+_HISTORY = """
+INSERT INTO application_status_history (application_id, from_status, to_status, changed_by)
+VALUES (%(application_id)s, %(from_status)s, %(to_status)s, %(changed_by)s)
+"""
+# Who sees which applications: a candidate their own, an employer those to their account's jobs, an admin all.
+_SCOPE = {
+    "candidate": "a.candidate_id = %(user_id)s",
+    "employer": "j.account_id = %(account_id)s",
+    "admin": "TRUE",
+}
+
+
+@procedure("applications.create", scope="write:applications", write=True, roles=("candidate",))
+async def create_application(ctx: Context, params: CreateApplication) -> Application:
+    """Apply to a published job (event `application.created`); once per job."""
+    job_id = parse_id(params.job_id)
+    cursor = await ctx.conn.execute(_JOB + " FOR SHARE", {"id": job_id})
+    job = await cursor.fetchone()
+    if job is None or (job["status"] == "draft" and job["account_id"] != ctx.principal.account_id):
+        raise NotFound("No such job.")
+    if job["status"] != "published":
+        raise Conflict("This job does not take applications.", {"job_status": job["status"]})
+    cursor = await ctx.conn.execute(
+        _INSERT,
+        {
+            "job_id": job_id,
+            "candidate_id": ctx.principal.user_id,
+            "candidate_account_id": ctx.principal.account_id,
+            "cover_letter": params.cover_letter,
+            "resume_url": params.resume_url,
+        },
+    )
+    application = Application(**await cursor.fetchone())  # type: ignore[arg-type]
+    await _record(ctx, application, None)
+    data = ApplicationCreated(
+        application_id=application.id,
+        job_id=application.job_id,
+        candidate_id=application.candidate_id,
+        status=application.status,
+    )
+    await ctx.emit("application.created", data, [job["account_id"], ctx.principal.account_id])
+    return _as_seen_by(ctx.principal, application)
+
+
+@procedure("applications.list", scope="read:applications")
+async def list_applications(ctx: Context, params: ListApplications) -> Page[Application]:
+    """List applications, newest first: a candidate's own, or those to the employer's account's jobs."""
+    principal = ctx.principal
+    values: dict[str, Any] = {
+        "user_id": principal.user_id,
+        "account_id": principal.account_id,
+        "limit": params.per_page,
+        "offset": params.offset,
+    }
+    where = [_SCOPE[principal.role]]
+    if params.job_id is not None:
+        values["job_id"] = await _listable_job(ctx, params.job_id)
+        where.append("a.job_id = %(job_id)s")
+    if params.status is not None:
+        values["status"] = params.status
+        where.append("a.status = %(status)s")
+    condition = " AND ".join(where)
+    source = "FROM applications AS a JOIN jobs AS j ON j.id = a.job_id"
+    cursor = await ctx.conn.execute(
+        f"SELECT {_COLUMNS} {source} WHERE {condition} "
+        "ORDER BY a.created_at DESC, a.id DESC LIMIT %(limit)s OFFSET %(offset)s",
+        values,
+    )
+    data = [_as_seen_by(principal, Application(**row)) for row in await cursor.fetchall()]
+    count = await ctx.conn.execute(f"SELECT count(*) AS total {source} WHERE {condition}", values)
+    total = (await count.fetchone() or {"total": 0})["total"]
+    return Page(data=data, total=total, page=params.page, per_page=params.per_page)
+
+
+@procedure("applications.get", scope="read:applications")
+async def get_application(ctx: Context, params: ApplicationRef) -> Application:
+    """Get one application: your own, or one to your account's jobs."""
+    application, _, _ = await _find(ctx, params.id, lock=False)
+    return _as_seen_by(ctx.principal, application)
+
+
+@procedure("applications.update_status", scope="write:applications", write=True, roles=("employer", "admin"))
+async def update_status(ctx: Context, params: UpdateStatus) -> Application:
+    """Move an application forward in the pipeline, or reject it (event `application.status_changed`)."""
+    application, job_account, candidate_account = await _find(ctx, params.id, lock=True)
+    if params.status == "withdrawn":
+        raise Forbidden("Only the candidate may withdraw an application.")
+    _check_move(application.status, params.status)
+    return await _change(ctx, application, params.status, job_account, candidate_account)
+
+
+@procedure("applications.review", scope="write:applications", write=True, roles=("employer", "admin"))
+async def review(ctx: Context, params: Review) -> Application:
+    """Rate (1..5) and annotate an application; a pending one becomes `reviewed`.
+
+    Emits `application.reviewed`, and `application.status_changed` when the status moves.
+    """
+    application, job_account, candidate_account = await _find(ctx, params.id, lock=True)
+    if application.status in FINAL:
+        raise InvalidTransition(application.status, "reviewed")
+    status: Status = "reviewed" if application.status == "pending" else application.status
+    rating = application.rating if params.rating is msgspec.UNSET else params.rating
+    notes = application.notes if params.notes is msgspec.UNSET else params.notes
+    cursor = await ctx.conn.execute(
+        _SET_REVIEW, {"id": application.id, "status": status, "rating": rating, "notes": notes}
+    )
+    reviewed = Application(**await cursor.fetchone())  # type: ignore[arg-type]
+    event = Reviewed(
+        application_id=reviewed.id, job_id=reviewed.job_id, reviewed_by=ctx.principal.user_id, rating=rating
+    )
+    await ctx.emit("application.reviewed", event, [job_account])
+    if status != application.status:
+        await _record(ctx, reviewed, application.status)
+        await _announce_change(ctx, reviewed, application.status, job_account, candidate_account)
+    return reviewed
+
+
+@procedure("applications.withdraw", scope="write:applications", write=True, roles=("candidate",))
+async def withdraw(ctx: Context, params: ApplicationRef) -> Application:
+    """Withdraw your own application (event `application.status_changed`)."""
+    application, job_account, candidate_account = await _find(ctx, params.id, lock=True)
+    if application.candidate_id != ctx.principal.user_id:
+        raise Forbidden("Only the candidate may withdraw an application.")
+    if application.status in FINAL:
+        raise InvalidTransition(application.status, "withdrawn")
+    changed = await _change(ctx, application, "withdrawn", job_account, candidate_account)
+    return _as_seen_by(ctx.principal, changed)
+
+
+def _check_move(current: Status, target: Status) -> None:
+    """Forward along the pipeline (skipping allowed) or to `rejected`, from any non-final status."""
+    if current not in FINAL:
+        if target == "rejected":
+            return
+        if target in PIPELINE and PIPELINE.index(target) > PIPELINE.index(current):
+            return
+    raise InvalidTransition(current, target)
+
+
+async def _change(
+    ctx: Context, application: Application, target: Status, job_account: str, candidate_account: str
+) -> Application:
+    cursor = await ctx.conn.execute(_SET_STATUS, {"id": application.id, "status": target})
+    changed = Application(**await cursor.fetchone())  # type: ignore[arg-type]
+    await _record(ctx, changed, application.status)
+    await _announce_change(ctx, changed, application.status, job_account, candidate_account)
+    return changed
+
+
+async def _record(ctx: Context, application: Application, previous: Status | None) -> None:
+    await ctx.conn.execute(
+        _HISTORY,
+        {
+            "application_id": application.id,
+            "from_status": previous,
+            "to_status": application.status,
+            "changed_by": ctx.principal.user_id,
+        },
+    )
+
+
+async def _announce_change(
+    ctx: Context, application: Application, previous: Status, job_account: str, candidate_account: str
+) -> None:
+    event = StatusChanged(
+        application_id=application.id,
+        job_id=application.job_id,
+        old_status=previous,
+        new_status=application.status,
+        updated_by=ctx.principal.user_id,
+    )
+    await ctx.emit("application.status_changed", event, [job_account, candidate_account])
+
+
+async def _find(ctx: Context, application_id: Id, *, lock: bool) -> tuple[Application, str, str]:
+    """The application and the accounts of its job and candidate, if the caller may see it; else `404`."""
+    query = _LOCK + (" FOR UPDATE OF a" if lock else "")
+    cursor = await ctx.conn.execute(query, {"id": parse_id(application_id)})
+    row = await cursor.fetchone()
+    if row is None:
+        raise NotFound("No such application.")
+    job_account, candidate_account = row.pop("job_account_id"), row.pop("candidate_account_id")
+    application = Application(**row)
+    principal = ctx.principal
+    visible = (
+        principal.is_admin
+        or application.candidate_id == principal.user_id
+        or (principal.role == "employer" and job_account == principal.account_id)
+    )
+    if not visible:
+        raise NotFound("No such application.")
+    return application, job_account, candidate_account
+
+
+async def _listable_job(ctx: Context, job_id: Id) -> str:
+    """A job whose applications the caller may list: `404` if unseen, `403` if an employer does not own it."""
+    cursor = await ctx.conn.execute(_JOB, {"id": parse_id(job_id)})
+    job = await cursor.fetchone()
+    principal = ctx.principal
+    owns = principal.is_admin or (job is not None and job["account_id"] == principal.account_id)
+    if job is None or (job["status"] == "draft" and not owns):
+        raise NotFound("No such job.")
+    if principal.role == "employer" and not owns:
+        raise Forbidden("Only the account that owns this job may list its applications.")
+    return str(parse_id(job_id))
+
+
+def _as_seen_by(principal: Principal, application: Application) -> Application:
+    """What `principal` may see: a candidate never sees the employer's rating or notes."""
+    if principal.role == "candidate":
+        return msgspec.structs.replace(application, rating=None, notes=None)
+    return application

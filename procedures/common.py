@@ -1,0 +1,60 @@
+"""Types and helpers shared by the procedure modules."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Annotated, Any
+
+import msgspec
+
+from rpc.errors import NotFound
+from rpc.types import Connection
+
+# PostgreSQL text cannot hold NUL, so no string parameter may contain one.
+NO_NUL = r"^[^\x00]*$"
+_NO_NUL_NOT_BLANK = r"^[^\x00]*[^\x00\s][^\x00]*$"
+
+# Any JSON scalar is taken: a malformed id names no object, so it is `404`, never `422` (CONTRACT.md §14).
+Id = Annotated[str | int | float | bool | None, msgspec.Meta(description="An opaque object id (a string).")]
+ShortText = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=_NO_NUL_NOT_BLANK)]
+PlainText = Annotated[str, msgspec.Meta(max_length=200, pattern=NO_NUL)]
+LongText = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
+
+
+def parse_id(value: Id) -> uuid.UUID:
+    """The object id behind `value`; a malformed id names no object, so it is `404`, never `422`."""
+    if not isinstance(value, str):
+        raise NotFound()
+    try:
+        return uuid.UUID(value)
+    except ValueError as exc:
+        raise NotFound() from exc
+
+
+async def page_and_total(
+    conn: Connection, page_query: str, total_query: str, values: dict[str, Any]
+) -> tuple[list[dict[str, Any]], int]:
+    """A page of rows and the exact total, sent together: one round trip to the database, not two."""
+    async with conn.pipeline():
+        page = await conn.execute(page_query, values)
+        count = await conn.execute(total_query, values)
+    rows = await page.fetchall()
+    total = await count.fetchone()
+    return rows, int(total["total"]) if total else 0
+
+
+def changes(params: msgspec.Struct, columns: Iterable[str]) -> dict[str, Any]:
+    """The fields of a partial update that were sent (UNSET ones were not), among `columns`."""
+    return {name: value for name in columns if (value := getattr(params, name)) is not msgspec.UNSET}
+
+
+def set_clause(changed: dict[str, Any]) -> str:
+    """`col = %(col)s, ...` for columns from a fixed allow-list (never from input), plus updated_at."""
+    return ", ".join([f"{column} = %({column})s" for column in changed] + ["updated_at = now()"])
+
+
+def like_pattern(text: str) -> str:
+    """A case-insensitive substring pattern for ILIKE, with the caller's wildcards taken literally."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"

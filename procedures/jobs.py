@@ -1,0 +1,230 @@
+"""Job postings: `draft → published → closed`, visible to their account until published."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+import msgspec
+
+from procedures.common import (
+    Id,
+    LongText,
+    PlainText,
+    ShortText,
+    changes,
+    like_pattern,
+    page_and_total,
+    parse_id,
+    set_clause,
+)
+from rpc.auth.principal import Principal
+from rpc.context import Context
+from rpc.envelope import Page, PageParams, Params, Struct
+from rpc.errors import Forbidden, InvalidTransition, NotFound
+from rpc.registry import procedure
+
+EmploymentType = Literal["full_time", "part_time", "contract", "internship", "temporary"]
+JobStatus = Literal["draft", "published", "closed"]
+
+
+class JobSummary(Struct, frozen=True, kw_only=True):
+    """A job as it appears in lists."""
+
+    id: str
+    title: str
+    company: str
+    location: str
+    status: JobStatus
+    created_at: dt.datetime
+
+
+class Job(JobSummary, frozen=True, kw_only=True):
+    """A job in full."""
+
+    description: str | None
+    employment_type: EmploymentType | None
+    updated_at: dt.datetime
+    published_at: dt.datetime | None
+    closed_at: dt.datetime | None
+
+
+class JobEvent(Struct, frozen=True, kw_only=True):
+    """Data of `job.published`, `job.closed` and `job.updated`."""
+
+    job_id: str
+    title: str
+    status: JobStatus
+
+
+class ListJobs(PageParams, frozen=True, kw_only=True):
+    q: PlainText | None = None
+    location: PlainText | None = None
+    company: PlainText | None = None
+    employment_type: EmploymentType | None = None
+    mine: bool = False
+
+
+class JobRef(Params, frozen=True, kw_only=True):
+    id: Id
+
+
+class CreateJob(Params, frozen=True, kw_only=True):
+    title: ShortText
+    company: ShortText
+    location: ShortText
+    description: LongText | None = None
+    employment_type: EmploymentType | None = None
+
+
+class UpdateJob(Params, frozen=True, kw_only=True):
+    id: Id
+    title: ShortText | msgspec.UnsetType = msgspec.UNSET
+    company: ShortText | msgspec.UnsetType = msgspec.UNSET
+    location: ShortText | msgspec.UnsetType = msgspec.UNSET
+    description: LongText | None | msgspec.UnsetType = msgspec.UNSET
+    employment_type: EmploymentType | None | msgspec.UnsetType = msgspec.UNSET
+
+
+_SUMMARY = "id::text AS id, title, company, location, status, created_at"
+_FULL = f"{_SUMMARY}, description, employment_type, updated_at, published_at, closed_at"
+_EDITABLE = ("title", "company", "location", "description", "employment_type")
+
+_FILTERS = {
+    "q": "(title ILIKE %(q)s OR company ILIKE %(q)s)",
+    "location": "location ILIKE %(location)s",
+    "company": "company ILIKE %(company)s",
+    "employment_type": "employment_type = %(employment_type)s",
+}
+_PUBLISHED_TOTAL = "SELECT total FROM job_totals WHERE status = 'published'"
+_SELECT = f"SELECT {_FULL}, account_id::text AS account_id FROM jobs WHERE id = %(id)s"
+_INSERT = f"""
+INSERT INTO jobs (account_id, created_by, title, company, location, description, employment_type)
+VALUES (%(account_id)s, %(user_id)s, %(title)s, %(company)s, %(location)s, %(description)s, %(employment_type)s)
+RETURNING {_FULL}
+"""
+_PUBLISH = f"""
+UPDATE jobs SET status = 'published', published_at = now(), updated_at = now()
+WHERE id = %(id)s RETURNING {_FULL}
+"""
+_CLOSE = f"""
+UPDATE jobs SET status = 'closed', closed_at = now(), updated_at = now()
+WHERE id = %(id)s RETURNING {_FULL}
+"""
+
+
+@procedure("jobs.list", scope="read:jobs")
+async def list_jobs(ctx: Context, params: ListJobs) -> Page[JobSummary]:
+    """List published jobs of every account, newest first; with `mine=true`, your account's jobs in every status.
+
+    `q` matches a case-insensitive substring of the title or company; `location` and `company` match
+    case-insensitive substrings; `employment_type` matches exactly.
+    """
+    values: dict[str, Any] = {"limit": params.per_page, "offset": params.offset}
+    where = ["account_id = %(account_id)s" if params.mine else "status = 'published'"]
+    if params.mine:
+        values["account_id"] = ctx.principal.account_id
+    for name, clause in _FILTERS.items():
+        value = getattr(params, name)
+        if value is not None:
+            where.append(clause)
+            values[name] = value if name == "employment_type" else like_pattern(value)
+    condition = " AND ".join(where)
+    unfiltered = len(where) == 1 and not params.mine  # the public total is kept, never counted
+    rows, total = await page_and_total(
+        ctx.conn,
+        f"SELECT {_SUMMARY} FROM jobs WHERE {condition} ORDER BY jobs.created_at DESC, jobs.id DESC "
+        "LIMIT %(limit)s OFFSET %(offset)s",
+        _PUBLISHED_TOTAL if unfiltered else f"SELECT count(*) AS total FROM jobs WHERE {condition}",
+        values,
+    )
+    jobs = [JobSummary(**row) for row in rows]
+    return Page(data=jobs, total=total, page=params.page, per_page=params.per_page)
+
+
+@procedure("jobs.get", scope="read:jobs")
+async def get_job(ctx: Context, params: JobRef) -> Job:
+    """Get one job: published and closed jobs are visible to everyone, drafts only to their account."""
+    job, _ = await _visible(ctx, params.id, lock=False)
+    return job
+
+
+@procedure("jobs.create", scope="write:jobs", write=True, roles=("employer", "admin"))
+async def create_job(ctx: Context, params: CreateJob) -> Job:
+    """Create a job in your account as a `draft`."""
+    cursor = await ctx.conn.execute(
+        _INSERT,
+        {
+            "account_id": ctx.principal.account_id,
+            "user_id": ctx.principal.user_id,
+            **msgspec.structs.asdict(params),
+        },
+    )
+    return Job(**await cursor.fetchone())  # type: ignore[arg-type]
+
+
+@procedure("jobs.update", scope="write:jobs", write=True, roles=("employer", "admin"))
+async def update_job(ctx: Context, params: UpdateJob) -> Job:
+    """Change any of a job's title, company, location, description and employment type (event `job.updated`)."""
+    job, account_id = await _owned(ctx, params.id)
+    changed = changes(params, _EDITABLE)
+    if not changed:
+        return job
+    cursor = await ctx.conn.execute(
+        f"UPDATE jobs SET {set_clause(changed)} WHERE id = %(id)s RETURNING {_FULL}",
+        {**changed, "id": job.id},
+    )
+    updated = Job(**await cursor.fetchone())  # type: ignore[arg-type]
+    await _announce(ctx, "job.updated", updated, account_id)
+    return updated
+
+
+@procedure("jobs.publish", scope="write:jobs", write=True, roles=("employer", "admin"))
+async def publish_job(ctx: Context, params: JobRef) -> Job:
+    """Publish a draft (`draft → published`, event `job.published`)."""
+    return await _transition(ctx, params.id, "draft", "published", _PUBLISH)
+
+
+@procedure("jobs.close", scope="write:jobs", write=True, roles=("employer", "admin"))
+async def close_job(ctx: Context, params: JobRef) -> Job:
+    """Close a published job (`published → closed`, event `job.closed`)."""
+    return await _transition(ctx, params.id, "published", "closed", _CLOSE)
+
+
+async def _transition(ctx: Context, job_id: Id, source: JobStatus, target: JobStatus, query: str) -> Job:
+    job, account_id = await _owned(ctx, job_id)
+    if job.status != source:
+        raise InvalidTransition(job.status, target)
+    cursor = await ctx.conn.execute(query, {"id": job.id})
+    changed = Job(**await cursor.fetchone())  # type: ignore[arg-type]
+    await _announce(ctx, f"job.{target}", changed, account_id)
+    return changed
+
+
+async def _announce(ctx: Context, kind: str, job: Job, account_id: str) -> None:
+    await ctx.emit(kind, JobEvent(job_id=job.id, title=job.title, status=job.status), [account_id])
+
+
+async def _visible(ctx: Context, job_id: Id, *, lock: bool) -> tuple[Job, str]:
+    """The job and its account, if the caller may see it; else `404`."""
+    cursor = await ctx.conn.execute(_SELECT + (" FOR UPDATE" if lock else ""), {"id": parse_id(job_id)})
+    row = await cursor.fetchone()
+    if row is None:
+        raise NotFound("No such job.")
+    account_id = row.pop("account_id")
+    job = Job(**row)
+    if job.status == "draft" and not _owns(ctx.principal, account_id):
+        raise NotFound("No such job.")
+    return job, account_id
+
+
+async def _owned(ctx: Context, job_id: Id) -> tuple[Job, str]:
+    """The job, locked for the change, if the caller's account owns it: `404` unseen, `403` not owned."""
+    job, account_id = await _visible(ctx, job_id, lock=True)
+    if not _owns(ctx.principal, account_id):
+        raise Forbidden("Only the account that owns this job may change it.")
+    return job, account_id
+
+
+def _owns(principal: Principal, account_id: str) -> bool:
+    return principal.is_admin or principal.account_id == account_id

@@ -1,0 +1,128 @@
+"""create_app(): the only place that wires the framework (rpc) and the operations (procedures) together."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+import procedures
+from rpc import health, payments
+from rpc.auth import routes as identity
+from rpc.auth.keyring import ensure_signing_key
+from rpc.auth.oauth import ScopePolicy
+from rpc.catalog import Catalog
+from rpc.crypto import Sealer
+from rpc.delivery import ensure_queue_schema
+from rpc.dispatch import ANY_METHOD, unknown_version
+from rpc.errors import MethodNotAllowed, NotFound
+from rpc.middleware import HttpsOnlyMiddleware, RequestIdMiddleware
+from rpc.migrate import migrate
+from rpc.openapi import openapi_document
+from rpc.panel import routes as panel
+from rpc.registry import Registry, registry
+from rpc.responses import error_response, json_response
+from rpc.services import Services, services
+from rpc.settings import Settings
+from rpc.web import routes as web
+from rpc.web.state import Web
+
+
+def load_registry() -> Registry:
+    """Every procedure, registered by importing the procedures package."""
+    procedures.load()
+    return registry
+
+
+def load_catalog() -> Catalog:
+    """The business vocabulary: scopes and their descriptions, plan names."""
+    procedures.load()
+    return procedures.CATALOG
+
+
+def scope_policy(catalog: Catalog) -> ScopePolicy:
+    """The catalog's scopes and their sentences, and each role's share of them, for the OAuth server."""
+    every = frozenset(catalog.scopes)
+    by_role = {role: scopes & every for role, scopes in catalog.oauth_role_scopes.items()}
+    return ScopePolicy(sentences=dict(catalog.scopes), by_role=by_role)
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("hire-api")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+async def prepare_database(settings: Settings, database_url: str) -> int:
+    """Everything a database needs before serving: our schema, the queue's schema, a first signing key."""
+    sealer = Sealer(settings.secret_key)
+    return await migrate(database_url, ensure_queue_schema, lambda conn: ensure_signing_key(conn, sealer))
+
+
+def create_app(settings: Settings, database_url: str | None = None, *, deliver: bool = True) -> Starlette:
+    """The whole service as an ASGI app; `database_url` overrides the settings' (the embedded database's);
+    with `deliver`, webhook delivery runs in the same process."""
+    url = database_url or settings.database_url
+    if not url:
+        raise ValueError("no database: set DATABASE_URL, or start the service with bin/serve")
+    procs = load_registry()
+    catalog = load_catalog()
+    openapi = openapi_document(procs, settings.public_url, version())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Services | Web]]:
+        async with Services.running(settings, url, procs, catalog, deliver=deliver) as running:
+            yield {"services": running, "web": Web.build(running, scope_policy(catalog))}
+
+    async def call(request: Request) -> Response:
+        return await services(request).dispatcher(request)
+
+    async def openapi_json(request: Request) -> Response:
+        return json_response(openapi)
+
+    middleware = [Middleware(RequestIdMiddleware)]
+    if settings.production:
+        middleware.append(Middleware(HttpsOnlyMiddleware))
+    return Starlette(
+        routes=[
+            Route("/v1/{name}", call, methods=ANY_METHOD),
+            Route("/v{version:int}/{rest:path}", unknown_version, methods=ANY_METHOD),
+            *identity.routes,
+            *web.routes,
+            *panel.routes,
+            *payments.routes,
+            *health.routes,
+            Route("/openapi.json", openapi_json, methods=["GET"]),
+        ],
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error},
+    )
+
+
+def app_from_env() -> Starlette:
+    """The uvicorn factory of `bin/serve --workers N`: settings from the environment, delivery in-process."""
+    return create_app(Settings.from_env())
+
+
+def app_from_env_without_delivery() -> Starlette:
+    """The uvicorn factory of `bin/serve --workers N --no-worker`."""
+    return create_app(Settings.from_env(), deliver=False)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404/405 (paths outside /v1) in the contract's error body."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        return error_response(MethodNotAllowed((exc.headers or {}).get("Allow", "").split(", ")))
+    if exc.status_code == 404:
+        return error_response(NotFound("Nothing is served at this address."))
+    return Response(exc.detail, status_code=exc.status_code, headers=exc.headers)

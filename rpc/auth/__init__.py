@@ -1,0 +1,1 @@
+"""Credentials: who is calling, and what they may do."""

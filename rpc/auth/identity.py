@@ -1,0 +1,104 @@
+"""The built-in identity provider: sign-in, refresh-token rotation, and session tokens (ES256, 1 hour).
+
+Refresh tokens are random, stored as SHA-256 hashes, and rotate at every use. Each sign-in starts a
+family; presenting an already rotated token again means it was stolen, so the whole family is revoked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+
+import msgspec
+
+from rpc.auth.authenticate import AUDIENCE
+from rpc.auth.keyring import KeyRing
+from rpc.auth.passwords import verify_password
+from rpc.crypto import random_token, token_hash
+from rpc.errors import InvalidCredentials, InvalidToken
+from rpc.settings import Settings
+from rpc.types import Connection
+
+ACCESS_TOKEN_SECONDS = 3600
+REFRESH_TOKEN_LIFETIME = dt.timedelta(days=30)
+
+_USER_BY_EMAIL = "SELECT id, password_hash FROM users WHERE email = %(email)s AND issuer IS NULL"
+_INSERT_REFRESH = """
+INSERT INTO refresh_tokens (family_id, user_id, token_hash, expires_at)
+VALUES (%(family_id)s, %(user_id)s, %(hash)s, now() + %(lifetime)s)
+"""
+_LOCK_REFRESH = """
+SELECT id, family_id, user_id, expires_at < now() AS expired, used_at IS NOT NULL AS used,
+       revoked_at IS NOT NULL AS revoked
+FROM refresh_tokens WHERE token_hash = %(hash)s
+FOR UPDATE
+"""
+_MARK_USED = "UPDATE refresh_tokens SET used_at = now() WHERE id = %(id)s"
+_REVOKE_FAMILY = """
+UPDATE refresh_tokens SET revoked_at = now() WHERE family_id = %(family_id)s AND revoked_at IS NULL
+"""
+
+
+class TokenPair(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer of /auth/login and /auth/refresh."""
+
+    access_token: str
+    refresh_token: str
+    token_type: str = "Bearer"
+    expires_in: int = ACCESS_TOKEN_SECONDS
+
+
+class IdentityProvider:
+    """Issues and rotates the built-in provider's tokens."""
+
+    def __init__(self, settings: Settings, keyring: KeyRing) -> None:
+        self._settings = settings
+        self._keyring = keyring
+
+    def access_token(self, user_id: str, expires_in: int = ACCESS_TOKEN_SECONDS) -> str:
+        """A session JWT for `user_id`; a negative `expires_in` gives an already expired one (tests, support)."""
+        now = int(time.time())
+        claims = {
+            "iss": self._settings.issuer,
+            "aud": AUDIENCE,
+            "sub": user_id,
+            "iat": min(now, now + expires_in),
+            "exp": now + expires_in,
+            "jti": uuid.uuid4().hex,
+        }
+        return self._keyring.sign(claims)
+
+    async def login(self, conn: Connection, email: str, password: str) -> TokenPair:
+        cursor = await conn.execute(_USER_BY_EMAIL, {"email": email.strip().lower()})
+        row = await cursor.fetchone()
+        if not await verify_password(row["password_hash"] if row else None, password) or row is None:
+            raise InvalidCredentials()
+        async with conn.transaction():
+            return await self._issue(conn, str(row["id"]), uuid.uuid4())
+
+    async def refresh(self, conn: Connection, refresh_token: str) -> TokenPair:
+        async with conn.transaction():
+            cursor = await conn.execute(_LOCK_REFRESH, {"hash": token_hash(refresh_token)})
+            row = await cursor.fetchone()
+            if row is None or row["revoked"] or row["expired"]:
+                raise InvalidToken("The refresh token is not valid.")
+            if not row["used"]:
+                await conn.execute(_MARK_USED, {"id": row["id"]})
+                return await self._issue(conn, str(row["user_id"]), row["family_id"])
+            await conn.execute(_REVOKE_FAMILY, {"family_id": row["family_id"]})
+        # Outside the transaction, so that the family's revocation is committed before we refuse.
+        raise InvalidToken("The refresh token was already used; every token of its sign-in is revoked.")
+
+    async def _issue(self, conn: Connection, user_id: str, family_id: uuid.UUID) -> TokenPair:
+        refresh_token = random_token()
+        await conn.execute(
+            _INSERT_REFRESH,
+            {
+                "family_id": family_id,
+                "user_id": user_id,
+                "hash": token_hash(refresh_token),
+                "lifetime": REFRESH_TOKEN_LIFETIME,
+            },
+        )
+        return TokenPair(access_token=self.access_token(user_id), refresh_token=refresh_token)

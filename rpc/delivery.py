@@ -1,0 +1,404 @@
+"""The webhook worker: one procrastinate job per attempt; our tables are the record.
+
+A job makes one HTTP attempt and records it in the same transaction that either finishes the delivery
+(`succeeded`, or `failed` after the last attempt) or defers the job of the next attempt, due one wait
+of WEBHOOK_RETRY_WAITS after the end of this one. Attempts are counted in `webhook_deliveries`, not by the
+queue: a worker killed mid-attempt records nothing, and the periodic retry of stalled jobs repeats that
+attempt without using up one of the five. Delivery is therefore at least once; receivers discard
+duplicates by `idempotency_key`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import hmac
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import procrastinate
+from procrastinate import JobContext
+from procrastinate.schema import SchemaManager
+from procrastinate.types import JSONDict
+
+from rpc.crypto import Sealer
+from rpc.db import Pool
+from rpc.metrics import Metrics
+from rpc.settings import Settings
+from rpc.ssrf import AddressGuard, BlockedDestination
+from rpc.types import Connection
+
+if TYPE_CHECKING:  # both import this module: at run time they are only passed in
+    from rpc.catalog import Periodic
+    from rpc.events import Emitter
+
+log = logging.getLogger(__name__)
+
+QUEUE = "webhooks"
+DELIVER_TASK = "hire.deliver_webhook"
+ENDPOINT_SEAL_PURPOSE = "webhook_endpoints.secret"
+EXCERPT_BYTES = 1024
+USER_AGENT = "HireAPI-Webhooks/1.0"
+
+_LOAD = """
+SELECT d.status, d.attempts, d.endpoint_id::text AS endpoint_id, e.kind, e.body,
+       ep.url, ep.enabled, ep.secret_sealed, ep.previous_secret_sealed,
+       coalesce(ep.overlap_until > now(), false) AS overlapping
+FROM webhook_deliveries AS d
+JOIN events AS e ON e.id = d.event_id
+JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
+WHERE d.id = %(id)s
+"""
+_LOCK = "SELECT status, attempts FROM webhook_deliveries WHERE id = %(id)s FOR UPDATE"
+_INSERT_ATTEMPT = """
+INSERT INTO webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, error, response_excerpt)
+VALUES (%(id)s, %(number)s, %(started_at)s, %(duration_ms)s, %(status_code)s, %(error)s, %(excerpt)s)
+"""
+_FINISH = """
+UPDATE webhook_deliveries
+SET status = %(status)s, attempts = %(number)s, last_status_code = %(status_code)s, last_error = %(error)s,
+    next_attempt_at = %(next_attempt_at)s, updated_at = now()
+WHERE id = %(id)s
+"""
+_DISABLED = """
+UPDATE webhook_deliveries
+SET status = 'failed', last_error = 'the endpoint is disabled', next_attempt_at = NULL, updated_at = now()
+WHERE id = %(id)s AND status = 'pending'
+"""
+
+
+def sign(secret: str, body: bytes) -> str:
+    """`X-Service-Signature`: lowercase hex HMAC-SHA256 of the body, keyed with the secret's UTF-8 bytes."""
+    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class Queue:
+    """Defers delivery jobs on the caller's connection, so they commit or roll back with its transaction."""
+
+    def __init__(self, app: procrastinate.App) -> None:
+        self._task = app.tasks[DELIVER_TASK]
+
+    async def enqueue(self, conn: Connection, delivery_ids: Iterable[str], at: dt.datetime | None = None) -> None:
+        jobs: list[JSONDict] = [{"delivery_id": delivery_id} for delivery_id in delivery_ids]
+        if jobs:
+            deferrer = self._task.configure(connection=conn, schedule_at=at)
+            await deferrer.batch_defer_async(*jobs)
+
+
+async def ensure_queue_schema(conn: Any) -> None:
+    """Apply procrastinate's schema once; run under the migration lock (its SQL is not idempotent)."""
+    cursor = await conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
+    row = await cursor.fetchone()
+    if not row[0]:
+        await conn.execute(SchemaManager.get_schema())
+
+
+def queue_app(periodic: Mapping[str, Periodic] | None = None) -> procrastinate.App:
+    """A procrastinate app with our tasks and the business's `periodic` work; open it on our pool
+    (`await app.open_async(pool)`) to run a worker. Deferring on a caller's connection needs no opening.
+
+    Built per call (not a module-level app), so that several can live in one process, as in the tests.
+    """
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector())
+    app.task(name=DELIVER_TASK, queue=QUEUE, pass_context=True)(deliver_webhook)
+    _schedule(app, "retry_stalled_jobs", "* * * * * */5", retry_stalled_jobs)  # every 5 seconds
+    for name, job in (periodic or {}).items():
+        _schedule(app, name, job.cron, _periodic(job))
+    return app
+
+
+def _schedule(app: procrastinate.App, name: str, cron: str, function: Callable[..., Awaitable[None]]) -> None:
+    """A task run every `cron` by one of the workers (procrastinate defers each tick once)."""
+    # Ahead of any backlog of deliveries: the stalled-job retry must not wait for the queue to drain.
+    task = app.task(name=f"hire.{name}", queue=QUEUE, pass_context=True, queueing_lock=name, priority=100)(function)
+    app.periodic(cron=cron, periodic_id=name)(task)
+
+
+def _periodic(job: Periodic) -> Callable[[JobContext, int], Awaitable[None]]:
+    async def run(context: JobContext, timestamp: int) -> None:
+        deliverer: Deliverer = context.additional_context["deliverer"]
+        async with deliverer.pool.connection() as conn, conn.transaction():
+            await job.run(conn, context.additional_context["emitter"])
+
+    return run
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    endpoint_id: str
+    kind: str
+    body: bytes
+    url: str
+    secret: str
+    previous_secret: str | None
+    number: int
+
+
+class _Gates:
+    """At most `limit` attempts in flight to one endpoint in this worker, so that a receiver that hangs
+    cannot take every slot and delay the deliveries of all the other endpoints."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._busy: dict[str, int] = {}
+
+    def enter(self, endpoint_id: str) -> bool:
+        busy = self._busy.get(endpoint_id, 0)
+        if busy >= self._limit:
+            return False
+        self._busy[endpoint_id] = busy + 1
+        return True
+
+    def leave(self, endpoint_id: str) -> None:
+        busy = self._busy.pop(endpoint_id) - 1
+        if busy:
+            self._busy[endpoint_id] = busy
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    started_at: dt.datetime
+    duration_ms: int
+    status_code: int | None
+    error: str | None
+    excerpt: str | None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status_code == 200
+
+
+class Deliverer:
+    """Makes and records one attempt of one delivery."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: Pool,
+        queue: Queue,
+        http: httpx.AsyncClient,
+        guard: AddressGuard | None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._metrics = metrics
+        self._settings = settings
+        self.pool = pool
+        self._queue = queue
+        self._http = http
+        self._guard = guard
+        self._sealer = Sealer(settings.secret_key)
+        self._gates = _Gates(settings.webhook_per_endpoint)
+
+    async def attempt(self, delivery_id: str) -> None:
+        target = await self._load(delivery_id)
+        if target is None:
+            return
+        if not self._gates.enter(target.endpoint_id):
+            await self._later(delivery_id)
+            return
+        try:
+            outcome = await self._post(delivery_id, target)
+        finally:
+            self._gates.leave(target.endpoint_id)
+        await self._record(delivery_id, target.number, outcome)
+
+    async def _later(self, delivery_id: str) -> None:
+        """This endpoint already holds its share of the worker (a slow or hanging receiver): leave the slot to
+        other endpoints and come back shortly. No attempt is used up: our delivery row counts them."""
+        later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=min(1.0, self._settings.webhook_timeout / 2))
+        async with self.pool.connection() as conn, conn.transaction():
+            await self._queue.enqueue(conn, [delivery_id], later)
+
+    async def _load(self, delivery_id: str) -> _Target | None:
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(_LOAD, {"id": delivery_id})
+            row = await cursor.fetchone()
+            if row is None or row["status"] != "pending":
+                return None  # finished already: a duplicate job, or one retried after a crash
+            if not row["enabled"]:
+                await conn.execute(_DISABLED, {"id": delivery_id})
+                return None
+        previous = row["previous_secret_sealed"] if row["overlapping"] else None
+        return _Target(
+            endpoint_id=row["endpoint_id"],
+            kind=row["kind"],
+            body=bytes(row["body"]),
+            url=row["url"],
+            secret=self._open(row["secret_sealed"]),
+            previous_secret=self._open(previous) if previous else None,
+            number=row["attempts"] + 1,
+        )
+
+    def _open(self, sealed: bytes) -> str:
+        return self._sealer.open(bytes(sealed), ENDPOINT_SEAL_PURPOSE).decode()
+
+    def _headers(self, delivery_id: str, target: _Target) -> dict[str, str]:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept-Encoding": "identity",  # the stored excerpt of the answer stays readable
+            "User-Agent": USER_AGENT,
+            "X-Service-Event": target.kind,
+            "X-Service-Delivery": delivery_id,
+        }
+        if target.previous_secret is None:
+            headers["X-Service-Signature"] = sign(target.secret, target.body)
+        else:  # rotation with overlap: the old secret still signs, the new one signs alongside
+            headers["X-Service-Signature"] = sign(target.previous_secret, target.body)
+            headers["X-Service-Signature-Next"] = sign(target.secret, target.body)
+        return headers
+
+    async def _post(self, delivery_id: str, target: _Target) -> _Outcome:
+        started_at = dt.datetime.now(dt.UTC)
+        clock = time.monotonic()
+        status_code: int | None = None
+        excerpt: str | None = None
+        error: str | None = None
+        try:
+            async with asyncio.timeout(self._settings.webhook_timeout):
+                url, extensions, headers = await self._destination(target.url)
+                headers.update(self._headers(delivery_id, target))
+                request = self._http.build_request(  # the deadline is ours, not the client's default 5 s
+                    "POST", url, content=target.body, headers=headers, extensions=extensions, timeout=None
+                )
+                response = await self._http.send(request, stream=True)
+                try:
+                    status_code = response.status_code
+                    excerpt = await _excerpt(response)
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            error = f"timed out after {self._settings.webhook_timeout:g} s"
+        except BlockedDestination as exc:
+            error = str(exc)
+        except Exception as exc:  # whatever went wrong is this attempt's failure, recorded and retried
+            error = f"{type(exc).__name__}: {exc}"[:500]
+        duration_ms = round((time.monotonic() - clock) * 1000)
+        return _Outcome(started_at, duration_ms, status_code, error, excerpt)
+
+    async def _destination(self, raw_url: str) -> tuple[httpx.URL, dict[str, Any], dict[str, str]]:
+        """The URL to connect to: in production, the checked address, with TLS verified against the host."""
+        url = httpx.URL(raw_url)
+        if self._guard is None:
+            return url, {}, {}
+        address = await self._guard.resolve(url)
+        # The pool keys connections by address, not by name: a kept-alive TLS connection checked for one
+        # host name must never carry another name's delivery to the same address. So no keep-alive here.
+        headers = {"Host": url.netloc.decode("ascii"), "Connection": "close"}
+        return url.copy_with(host=address), {"sni_hostname": url.host}, headers
+
+    async def _record(self, delivery_id: str, number: int, outcome: _Outcome) -> None:
+        waits = self._settings.webhook_retry_waits
+        async with self.pool.connection() as conn, conn.transaction():
+            cursor = await conn.execute(_LOCK, {"id": delivery_id})
+            row = await cursor.fetchone()
+            if row is None or row["status"] != "pending" or row["attempts"] >= number:
+                return  # another worker recorded this attempt (a stalled job retried while it still ran)
+            await conn.execute(
+                _INSERT_ATTEMPT,
+                {
+                    "id": delivery_id,
+                    "number": number,
+                    "started_at": outcome.started_at,
+                    "duration_ms": outcome.duration_ms,
+                    "status_code": outcome.status_code,
+                    "error": outcome.error,
+                    "excerpt": outcome.excerpt,
+                },
+            )
+            if self._metrics is not None:
+                self._metrics.deliveries.labels("succeeded" if outcome.succeeded else "failed").inc()
+            next_attempt_at = None
+            if outcome.succeeded:
+                status = "succeeded"
+            elif number >= len(waits):
+                status = "failed"
+            else:
+                status = "pending"
+                next_attempt_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=waits[number])
+                await self._queue.enqueue(conn, [delivery_id], next_attempt_at)
+            await conn.execute(
+                _FINISH,
+                {
+                    "id": delivery_id,
+                    "status": status,
+                    "number": number,
+                    "status_code": outcome.status_code,
+                    "error": outcome.error,
+                    "next_attempt_at": next_attempt_at,
+                },
+            )
+        log.log(
+            logging.DEBUG if outcome.succeeded else logging.INFO,
+            "webhook delivery %s attempt %d: %s",
+            delivery_id,
+            number,
+            outcome.status_code or outcome.error,
+        )
+
+
+async def _excerpt(response: httpx.Response) -> str:
+    """The first KiB of the answer; the rest is never read."""
+    collected = b""
+    async for chunk in response.aiter_raw():
+        collected += chunk
+        if len(collected) >= EXCERPT_BYTES:
+            break
+    return collected[:EXCERPT_BYTES].decode("utf-8", errors="replace")
+
+
+async def deliver_webhook(context: JobContext, delivery_id: str) -> None:
+    """One attempt of one delivery."""
+    deliverer: Deliverer = context.additional_context["deliverer"]
+    await deliverer.attempt(delivery_id)
+
+
+async def retry_stalled_jobs(context: JobContext, timestamp: int) -> None:
+    """Requeue the jobs of workers whose heartbeat stopped (killed mid-attempt): nothing stays `doing`."""
+    stalled_after: float = context.additional_context["stalled_after"]
+    manager = context.app.job_manager
+    for job in await manager.get_stalled_jobs(seconds_since_heartbeat=stalled_after):
+        log.warning("retrying stalled job %s of a worker that stopped", job.id)
+        await manager.retry_job(job)
+
+
+def guard(settings: Settings) -> AddressGuard | None:
+    """The SSRF guard of production deployments; development and tests may call loopback receivers."""
+    return AddressGuard(settings.allowed_networks) if settings.production else None
+
+
+def polling_interval(waits: Sequence[float]) -> float:
+    """How often a worker looks for due jobs: a retry is deferred with a future `schedule_at`, and the
+    queue's notification comes when it is inserted, not when it falls due; only a poll finds it then.
+    It polls every tenth of the shortest wait (between 50 ms and 1 s), so a retry is at most that late."""
+    positive = [wait for wait in waits if wait > 0]
+    return max(0.05, min(1.0, min(positive) / 10)) if positive else 1.0
+
+
+async def run_worker(
+    app: procrastinate.App,
+    deliverer: Deliverer,
+    emitter: Emitter,
+    settings: Settings,
+    *,
+    concurrency: int,
+    signals: bool,
+) -> None:
+    """Work the queue until stopped (SIGTERM, or cancellation): running attempts are drained."""
+    heartbeat = settings.worker_heartbeat
+    await app.run_worker_async(
+        fetch_job_polling_interval=polling_interval(settings.webhook_retry_waits),
+        queues=[QUEUE],
+        concurrency=concurrency,
+        additional_context={"deliverer": deliverer, "emitter": emitter, "stalled_after": 3 * heartbeat},
+        install_signal_handlers=signals,
+        delete_jobs="successful",
+        update_heartbeat_interval=heartbeat,
+        stalled_worker_timeout=3 * heartbeat,
+        shutdown_graceful_timeout=settings.webhook_timeout + 5,
+        name="webhooks",
+    )

@@ -1,0 +1,232 @@
+"""The one error tree of the API; the dispatcher alone renders it as the contract's error body.
+
+RpcError (500 internal_error)
+├── InvalidJson (400)
+├── Unauthenticated (401; carries WWW-Authenticate)
+│   ├── MissingCredentials
+│   ├── InvalidToken
+│   ├── TokenExpired
+│   ├── InvalidApiKey
+│   └── InvalidCredentials
+├── Forbidden (403)
+│   ├── InsufficientScope
+│   └── HttpsRequired
+├── NotFound (404)
+│   └── UnknownProcedure
+├── MethodNotAllowed (405; carries Allow)
+├── Conflict (409)
+│   └── InvalidTransition
+├── PayloadTooLarge (413)
+├── UnsupportedMediaType (415)
+├── InvalidParams (422)
+├── RateLimited (429; carries Retry-After)
+└── Unavailable (503; carries Retry-After)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+
+class RpcError(Exception):
+    """An answer other than success; status, code and default message are class attributes."""
+
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "internal_error"
+    default_message: ClassVar[str] = "The server failed to answer this request."
+
+    def __init__(self, message: str | None = None, details: dict[str, Any] | None = None) -> None:
+        self.message = message or self.default_message
+        self.details = details
+        super().__init__(self.message)
+
+    def headers(self) -> dict[str, str]:
+        """Headers the contract requires beside this error's body."""
+        return {}
+
+
+class InvalidJson(RpcError):
+    """The body is not a JSON object."""
+
+    status = 400
+    code = "invalid_json"
+    default_message = "The request body must be a JSON object."
+
+
+class Unauthenticated(RpcError):
+    """No usable credentials; RFC 6750 wants a WWW-Authenticate challenge."""
+
+    status = 401
+    code = "invalid_token"
+    default_message = "The credentials are not valid."
+    token_sent: ClassVar[bool] = True
+
+    def headers(self) -> dict[str, str]:
+        if self.token_sent:
+            return {"WWW-Authenticate": f'Bearer error="invalid_token", error_description="{self.code}"'}
+        return {"WWW-Authenticate": "Bearer"}
+
+
+class MissingCredentials(Unauthenticated):
+    """No Authorization header at all."""
+
+    code = "missing_credentials"
+    default_message = "Send credentials as 'Authorization: Bearer <token>'."
+    token_sent = False
+
+
+class InvalidToken(Unauthenticated):
+    """Bad signature, issuer, audience, algorithm or shape."""
+
+    code = "invalid_token"
+    default_message = "The token is not valid."
+
+
+class TokenExpired(Unauthenticated):
+    """A well-signed JWT past its exp: the client refreshes and repeats."""
+
+    code = "token_expired"
+    default_message = "The token has expired; refresh it and repeat the request."
+
+
+class InvalidApiKey(Unauthenticated):
+    """Unknown, revoked, malformed, or a test key on a production deployment."""
+
+    code = "invalid_api_key"
+    default_message = "The API key is not valid."
+
+
+class InvalidCredentials(Unauthenticated):
+    """Wrong e-mail or password at sign-in."""
+
+    code = "invalid_credentials"
+    default_message = "The e-mail or password is wrong."
+    token_sent = False
+
+
+class Forbidden(RpcError):
+    """The caller's role or ownership forbids the action."""
+
+    status = 403
+    code = "forbidden"
+    default_message = "You are not allowed to do this."
+
+
+class InsufficientScope(Forbidden):
+    """The credential lacks the procedure's scope."""
+
+    code = "insufficient_scope"
+    default_message = "The credentials lack the scope this procedure needs."
+
+    def __init__(self, required: str, granted: Iterable[str]) -> None:
+        super().__init__(details={"required": required, "granted": sorted(granted)})
+
+
+class HttpsRequired(Forbidden):
+    """Plain HTTP on a production deployment."""
+
+    code = "https_required"
+    default_message = "This service is served over HTTPS only."
+
+
+class NotFound(RpcError):
+    """No such object, or one the caller may not see."""
+
+    status = 404
+    code = "not_found"
+    default_message = "No such object."
+
+
+class UnknownProcedure(NotFound):
+    """No procedure of that name under this version."""
+
+    code = "unknown_procedure"
+    default_message = "No procedure of that name exists."
+
+
+class MethodNotAllowed(RpcError):
+    """A write called with GET (or any other unsupported method)."""
+
+    status = 405
+    code = "method_not_allowed"
+    default_message = "This procedure does not accept that HTTP method."
+
+    def __init__(self, allowed: Iterable[str]) -> None:
+        self.allowed = tuple(allowed)
+        super().__init__(f"Use {' or '.join(self.allowed)} for this procedure.")
+
+    def headers(self) -> dict[str, str]:
+        return {"Allow": ", ".join(self.allowed)}
+
+
+class Conflict(RpcError):
+    """The change collides with existing data."""
+
+    status = 409
+    code = "conflict"
+    default_message = "This would duplicate or contradict existing data."
+
+
+class InvalidTransition(Conflict):
+    """A state change the state machine does not allow."""
+
+    code = "invalid_transition"
+
+    def __init__(self, from_status: str, to_status: str) -> None:
+        super().__init__(f"Cannot move from '{from_status}' to '{to_status}'.", {"from": from_status, "to": to_status})
+
+
+class PayloadTooLarge(RpcError):
+    """The body exceeds the size limit."""
+
+    status = 413
+    code = "payload_too_large"
+    default_message = "The request body is larger than 1 MiB."
+
+
+class UnsupportedMediaType(RpcError):
+    """A POST body that is not application/json."""
+
+    status = 415
+    code = "unsupported_media_type"
+    default_message = "Send the body as 'Content-Type: application/json'."
+
+
+class InvalidParams(RpcError):
+    """Parameters that do not fit the procedure's Struct; one entry per offending field."""
+
+    status = 422
+    code = "invalid_params"
+    default_message = "The parameters are not valid."
+
+    def __init__(self, errors: list[dict[str, str]]) -> None:
+        super().__init__(details={"errors": errors})
+
+
+class RateLimited(RpcError):
+    """Over a limit; Retry-After says when to come back."""
+
+    status = 429
+    code = "rate_limited"
+    default_message = "Too many requests; retry later."
+
+    def __init__(self, retry_after: float, message: str | None = None) -> None:
+        self.retry_after = max(1, math.ceil(retry_after))
+        super().__init__(message)
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
+
+class Unavailable(RpcError):
+    """The database cannot be reached; the client retries after a short pause."""
+
+    status = 503
+    code = "unavailable"
+    default_message = "The service is temporarily unavailable; retry shortly."
+    retry_after: ClassVar[int] = 2
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}

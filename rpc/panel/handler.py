@@ -1,0 +1,149 @@
+"""What every panel page does before and after its own work, in one place.
+
+`@page` turns `async def handler(panel: Panel) -> Response` into a Starlette endpoint that
+1. reads a POST's form (form-encoded, bounded) and refuses it without the session's CSRF token (403),
+2. finds the signed-in person (else: a GET goes to the sign-in page and comes back; a POST is refused),
+3. hands the handler a `Panel`: the person, a database connection, the services, the form,
+4. turns `NotFound` (another account's object, a malformed id) into the panel's 404 page,
+5. adds the security headers to whatever is answered.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from rpc.errors import NotFound, PayloadTooLarge
+from rpc.panel.pages import PAGES, secure
+from rpc.services import Services, services
+from rpc.types import Connection
+from rpc.web.forms import Fields, FormError, read_form
+from rpc.web.pages import redirect, signin_url
+from rpc.web.sessions import WebUser
+from rpc.web.state import Web, web
+
+MAX_FIELD_LENGTH = 10_000
+
+# Messages shown after a redirect, chosen by a fixed key in the query string (never free text, never a secret).
+NOTICES = {
+    "key_revoked": "The key was revoked. Calls made with it are refused from now on.",
+    "endpoint_updated": "The endpoint was saved.",
+    "endpoint_enabled": "The endpoint is enabled: it receives the events it subscribed to.",
+    "endpoint_disabled": "The endpoint is disabled: it receives nothing until you enable it again.",
+    "test_sent": "A webhook.test event is on its way. Reload this page to see its delivery below.",
+    "redelivered": "The delivery was queued again, with fresh attempts. It appears at the top of the log.",
+    "nothing_to_redeliver": "No failed delivery since that time needed sending again.",
+    "redelivered_many": "Every failed delivery since that time was queued again.",
+    "app_updated": "The redirect URIs were saved.",
+    "app_deleted": "The application was deleted, with every authorization and token it held.",
+    "access_revoked": "Access was revoked. The application's tokens stop working at once.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Panel:
+    """One panel request: who is signed in, a connection (autocommit; writes open a transaction), the running
+    services, and the posted form (empty for a GET)."""
+
+    request: Request
+    conn: Connection
+    user: WebUser
+    services: Services
+    web: Web
+    form: Fields = field(default_factory=dict)
+
+    @property
+    def account_id(self) -> str:
+        return self.user.account_id
+
+    def path(self, name: str) -> str:
+        return str(self.request.path_params[name])
+
+    def field(self, name: str) -> str:
+        """The posted value of `name` ('' when absent); the first one, if a browser sent several."""
+        values = self.form.get(name, [])
+        return values[0][:MAX_FIELD_LENGTH] if values else ""
+
+    def fields(self, name: str) -> list[str]:
+        """Every posted value of `name` (checkboxes)."""
+        return [value[:MAX_FIELD_LENGTH] for value in self.form.get(name, [])]
+
+    def query_int(self, name: str, default: int = 1, maximum: int = 10_000) -> int:
+        raw = self.request.query_params.get(name, "")
+        return min(int(raw), maximum) if raw.isdigit() and int(raw) >= 1 else default
+
+    def render(self, template: str, status: int = 200, **context: Any) -> Response:
+        """A page, with the person, their CSRF token and the notice named in the query string, if any."""
+        notice = NOTICES.get(self.request.query_params.get("notice", ""))
+        values: dict[str, Any] = {"user": self.user, "csrf_token": self.user.csrf_token, "notice": notice}
+        values.update(context)
+        return PAGES.render(template, values, status)
+
+
+Handler = Callable[[Panel], Awaitable[Response]]
+
+
+def page(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """The Starlette endpoint of a panel page (see the module's docstring)."""
+
+    @functools.wraps(handler)
+    async def endpoint(request: Request) -> Response:
+        return secure(await _serve(request, handler))
+
+    return endpoint
+
+
+async def _serve(request: Request, handler: Handler) -> Response:
+    state = web(request)
+    form: Fields = {}
+    if request.method == "POST":
+        try:
+            form = await read_form(request)
+        except (FormError, PayloadTooLarge):
+            return error_page(400, "Bad request", "The form could not be read.")
+    async with state.pool.connection() as conn:
+        user = await state.sessions.current(conn, request)
+        if user is None:
+            if request.method == "POST":  # a form of a session that has ended: sign in, then start again
+                return redirect(signin_url("/panel"))
+            here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return redirect(signin_url(here))
+        if request.method == "POST" and not _csrf_ok(state, user, form):
+            return error_page(
+                403,
+                "This form has expired",
+                "The form was missing its security token, or the token no longer matches your session. "
+                "Go back, reload the page and try again.",
+                user=user,
+            )
+        try:
+            return await handler(Panel(request, conn, user, services(request), state, form))
+        except NotFound:
+            return not_found_page(user)
+
+
+def _csrf_ok(state: Web, user: WebUser, form: Mapping[str, list[str]]) -> bool:
+    sent = form.get("csrf_token", [])
+    return len(sent) == 1 and state.sessions.csrf_valid("session", user.session, sent[0])
+
+
+def error_page(status: int, title: str, message: str, user: WebUser | None = None) -> Response:
+    context = {"user": user, "csrf_token": user.csrf_token if user else "", "notice": None}
+    return PAGES.render("panel/error.html", {**context, "title": title, "message": message}, status)
+
+
+def not_found_page(user: WebUser | None) -> Response:
+    return error_page(404, "Not found", "There is nothing here, or it belongs to another account.", user)
+
+
+async def unknown_page(request: Request) -> Response:
+    """Any other address under /panel: the panel's 404 page (signed in or not)."""
+    state = web(request)
+    async with state.pool.connection() as conn:
+        user = await state.sessions.current(conn, request)
+    return secure(not_found_page(user))

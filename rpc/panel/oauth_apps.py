@@ -1,0 +1,175 @@
+"""Settings > OAuth apps: the third-party applications an account has registered (register one — its secret
+shown once —, change its redirect URIs, delete it), and, for everyone, Authorized apps: the applications the
+person has let act for them, each with "revoke access". The rules are rpc/auth's (oauth_clients.py, oauth.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.responses import Response
+
+from rpc.auth.oauth import authorized_apps, revoke_access
+from rpc.auth.oauth_clients import (
+    MAX_REDIRECT_URIS,
+    Client,
+    InvalidClientSpec,
+    create_client,
+    delete_client,
+    find_client,
+    list_clients,
+    set_redirect_uris,
+)
+from rpc.errors import NotFound
+from rpc.panel.handler import Panel, page
+from rpc.web.pages import redirect
+
+
+def redirect_uri_lines(text: str) -> list[str]:
+    """The redirect URIs of the form's text area: one a line, blank lines ignored."""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+@page
+async def apps_page(panel: Panel) -> Response:
+    """`GET /panel/oauth-apps`: the account's applications, and the form to register one."""
+    return await _apps(panel, values=_defaults(panel))
+
+
+@page
+async def register_app(panel: Panel) -> Response:
+    """`POST /panel/oauth-apps` with `name`, `redirect_uris` (one a line), `client_type`, `scopes` (repeated)."""
+    every_scope = list(panel.services.catalog.scopes)
+    name, uris_text, client_type = panel.field("name"), panel.field("redirect_uris"), panel.field("client_type")
+    scopes = panel.fields("scopes")
+    values = {"name": name, "redirect_uris": uris_text, "client_type": client_type, "scopes": scopes}
+    if client_type not in ("confidential", "public"):
+        return await _apps(panel, values=values, errors={"client_type": "Choose confidential or public."}, status=400)
+    try:
+        client, secret = await create_client(
+            panel.conn,
+            account_id=panel.account_id,
+            created_by=panel.user.user_id,
+            name=name,
+            redirect_uris=redirect_uri_lines(uris_text),
+            confidential=client_type == "confidential",
+            scopes=scopes,
+            every_scope=every_scope,
+            production=panel.services.settings.production,
+        )
+    except InvalidClientSpec as exc:
+        return await _apps(panel, values=values, errors={exc.field: _sentence(str(exc))}, status=400)
+    return await _apps(panel, values=_defaults(panel), registered={"client": client, "secret": secret})
+
+
+@page
+async def app_page(panel: Panel) -> Response:
+    """`GET /panel/oauth-apps/{client_id}`: the application, its redirect URIs to edit."""
+    client = await _client(panel)
+    return _app(panel, client, {"redirect_uris": "\n".join(client.redirect_uris)})
+
+
+@page
+async def save_redirect_uris(panel: Panel) -> Response:
+    """`POST /panel/oauth-apps/{client_id}/redirect-uris` with `redirect_uris` (one a line)."""
+    client = await _client(panel)
+    text = panel.field("redirect_uris")
+    try:
+        updated = await set_redirect_uris(
+            panel.conn,
+            panel.account_id,
+            client.id,
+            redirect_uri_lines(text),
+            production=panel.services.settings.production,
+        )
+    except InvalidClientSpec as exc:
+        return _app(panel, client, {"redirect_uris": text}, {"redirect_uris": _sentence(str(exc))}, 400)
+    if updated is None:
+        raise NotFound()
+    return redirect(f"/panel/oauth-apps/{client.id}?notice=app_updated")
+
+
+@page
+async def confirm_delete(panel: Panel) -> Response:
+    """`GET /panel/oauth-apps/{client_id}/delete`: are you sure?"""
+    return panel.render("panel/oauth_app_delete.html", section="oauth_apps", client=await _client(panel))
+
+
+@page
+async def delete_app(panel: Panel) -> Response:
+    """`POST /panel/oauth-apps/{client_id}/delete`: the client, its grants, codes and tokens are gone."""
+    if not await delete_client(panel.conn, panel.account_id, panel.path("client_id")):
+        raise NotFound()
+    return redirect("/panel/oauth-apps?notice=app_deleted")
+
+
+@page
+async def authorized_page(panel: Panel) -> Response:
+    """`GET /panel/authorized-apps`: the applications this person has authorized."""
+    apps = await authorized_apps(panel.conn, panel.user.user_id)
+    return panel.render(
+        "panel/authorized_apps.html", section="authorized_apps", apps=apps, sentences=panel.services.catalog.scopes
+    )
+
+
+@page
+async def revoke_app(panel: Panel) -> Response:
+    """`POST /panel/authorized-apps/revoke` with `client_id`: every grant of this person to it ends now."""
+    client_id = panel.field("client_id")
+    if client_id:  # only this person's grants: any other id revokes nothing
+        await revoke_access(panel.conn, panel.user.user_id, client_id)
+    return redirect("/panel/authorized-apps?notice=access_revoked")
+
+
+async def _client(panel: Panel) -> Client:
+    client = await find_client(panel.conn, panel.path("client_id"))
+    if client is None or client.account_id != panel.account_id:
+        raise NotFound()
+    return client
+
+
+async def _apps(
+    panel: Panel,
+    *,
+    values: dict[str, Any],
+    errors: dict[str, str] | None = None,
+    status: int = 200,
+    registered: dict[str, Any] | None = None,
+) -> Response:
+    return panel.render(
+        "panel/oauth_apps.html",
+        status,
+        section="oauth_apps",
+        clients=await list_clients(panel.conn, panel.account_id),
+        scopes=panel.services.catalog.scopes,
+        values=values,
+        errors=errors or {},
+        registered=registered,
+        max_redirect_uris=MAX_REDIRECT_URIS,
+        production=panel.services.settings.production,
+    )
+
+
+def _app(
+    panel: Panel, client: Client, values: dict[str, Any], errors: dict[str, str] | None = None, status: int = 200
+) -> Response:
+    return panel.render(
+        "panel/oauth_app.html",
+        status,
+        section="oauth_apps",
+        client=client,
+        values=values,
+        errors=errors or {},
+        scopes=panel.services.catalog.scopes,
+        max_redirect_uris=MAX_REDIRECT_URIS,
+        production=panel.services.settings.production,
+    )
+
+
+def _defaults(panel: Panel) -> dict[str, Any]:
+    every_scope = list(panel.services.catalog.scopes)
+    return {"name": "", "redirect_uris": "", "client_type": "confidential", "scopes": every_scope}
+
+
+def _sentence(message: str) -> str:
+    """rpc/auth's messages start in lower case (they also end up in `bin/admin`'s output)."""
+    return message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")

@@ -1,0 +1,46 @@
+"""Every address of the panel. State changes are POSTs; each GET that leads to a destructive POST (revoke a
+key, delete an application) is a confirmation page."""
+
+from __future__ import annotations
+
+from starlette.routing import Route
+
+from rpc.panel import api_keys, billing, deliveries, oauth_apps, overview, webhooks
+from rpc.panel.handler import unknown_page
+from rpc.panel.pages import static
+
+GET, POST = ["GET"], ["POST"]
+
+routes = [
+    Route("/panel", overview.overview_page, methods=GET),
+    Route("/panel/billing", billing.billing_page, methods=GET),
+    # Settings > API keys
+    Route("/panel/api-keys", api_keys.keys_page, methods=GET),
+    Route("/panel/api-keys", api_keys.create_key, methods=POST),
+    Route("/panel/api-keys/{id}/revoke", api_keys.confirm_revoke, methods=GET),
+    Route("/panel/api-keys/{id}/revoke", api_keys.revoke_key, methods=POST),
+    # Settings > Webhooks
+    Route("/panel/webhooks", webhooks.endpoints_page, methods=GET),
+    Route("/panel/webhooks", webhooks.create_endpoint, methods=POST),
+    Route("/panel/webhooks/{id}", webhooks.endpoint_page, methods=GET),
+    Route("/panel/webhooks/{id}/edit", webhooks.edit_page, methods=GET),
+    Route("/panel/webhooks/{id}/edit", webhooks.save_endpoint, methods=POST),
+    Route("/panel/webhooks/{id}/secret", webhooks.reveal_secret, methods=POST),
+    Route("/panel/webhooks/{id}/rotate", webhooks.rotate_secret, methods=POST),
+    Route("/panel/webhooks/{id}/enabled", webhooks.set_enabled, methods=POST),
+    Route("/panel/webhooks/{id}/test", webhooks.send_test, methods=POST),
+    Route("/panel/webhooks/{id}/redeliver", webhooks.redeliver_since, methods=POST),
+    Route("/panel/webhooks/{id}/deliveries/{delivery_id}", deliveries.delivery_page, methods=GET),
+    Route("/panel/webhooks/{id}/deliveries/{delivery_id}/redeliver", deliveries.redeliver, methods=POST),
+    # Settings > OAuth apps, and the person's authorized apps
+    Route("/panel/oauth-apps", oauth_apps.apps_page, methods=GET),
+    Route("/panel/oauth-apps", oauth_apps.register_app, methods=POST),
+    Route("/panel/oauth-apps/{client_id}", oauth_apps.app_page, methods=GET),
+    Route("/panel/oauth-apps/{client_id}/redirect-uris", oauth_apps.save_redirect_uris, methods=POST),
+    Route("/panel/oauth-apps/{client_id}/delete", oauth_apps.confirm_delete, methods=GET),
+    Route("/panel/oauth-apps/{client_id}/delete", oauth_apps.delete_app, methods=POST),
+    Route("/panel/authorized-apps", oauth_apps.authorized_page, methods=GET),
+    Route("/panel/authorized-apps/revoke", oauth_apps.revoke_app, methods=POST),
+    Route("/panel/static/{name}", static, methods=GET),
+    Route("/panel/{rest:path}", unknown_page, methods=["GET", "POST"]),
+]

@@ -1,0 +1,194 @@
+"""Settings > Webhooks: an account's endpoints (URL, event kinds, enabled, last delivery), adding and editing
+them (the URL checked as delivery will check it: the SSRF rules in production), the signing secret (revealed
+on request, rotated now or with a 24-hour overlap), enabling and disabling, a test event, and the delivery
+log with "redeliver all failed since …". The work itself is `services.webhooks` (rpc/webhooks.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.responses import Response
+
+from rpc.panel import deliveries
+from rpc.panel.handler import Panel, page
+from rpc.web.pages import redirect
+from rpc.webhooks import ROTATION_OVERLAP, Endpoint, InvalidEndpoint
+
+SINCE_FORMAT = "%Y-%m-%dT%H:%M"
+
+
+def kind_groups(kinds: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """The catalog's event kinds grouped by area (`job.published` → "Job events"), in catalog order."""
+    groups: dict[str, list[str]] = {}
+    for kind in kinds:
+        groups.setdefault(kind.partition(".")[0], []).append(kind)
+    return [(f"{area.capitalize()} events", members) for area, members in groups.items()]
+
+
+@page
+async def endpoints_page(panel: Panel) -> Response:
+    """`GET /panel/webhooks`: the endpoints, and the form to add one."""
+    return await _endpoints(panel, values={"url": "", "event_kinds": []})
+
+
+@page
+async def create_endpoint(panel: Panel) -> Response:
+    """`POST /panel/webhooks` with `url` and `event_kinds` (repeated): the new endpoint, its secret shown."""
+    url, kinds = panel.field("url").strip(), panel.fields("event_kinds")
+    try:
+        endpoint, secret = await panel.services.webhooks.create(panel.conn, panel.account_id, url, kinds)
+    except InvalidEndpoint as exc:
+        values = {"url": url, "event_kinds": kinds}
+        return await _endpoints(panel, values=values, errors={exc.field: str(exc)}, status=400)
+    return await _endpoint(panel, endpoint, secret=secret, occasion="created")
+
+
+@page
+async def endpoint_page(panel: Panel) -> Response:
+    """`GET /panel/webhooks/{id}?page=N`: settings, secret, test event and the delivery log."""
+    return await _endpoint(panel, await _get(panel))
+
+
+@page
+async def edit_page(panel: Panel) -> Response:
+    """`GET /panel/webhooks/{id}/edit`."""
+    endpoint = await _get(panel)
+    return _edit_form(panel, endpoint, {"url": endpoint.url, "event_kinds": endpoint.event_kinds})
+
+
+@page
+async def save_endpoint(panel: Panel) -> Response:
+    """`POST /panel/webhooks/{id}/edit` with `url` and `event_kinds`."""
+    endpoint = await _get(panel)
+    url, kinds = panel.field("url").strip(), panel.fields("event_kinds")
+    try:
+        await panel.services.webhooks.update(panel.conn, panel.account_id, endpoint.id, url=url, event_kinds=kinds)
+    except InvalidEndpoint as exc:
+        return _edit_form(panel, endpoint, {"url": url, "event_kinds": kinds}, {exc.field: str(exc)}, 400)
+    return redirect(f"/panel/webhooks/{endpoint.id}?notice=endpoint_updated")
+
+
+@page
+async def reveal_secret(panel: Panel) -> Response:
+    """`POST /panel/webhooks/{id}/secret`: the signing secret, in this answer's body."""
+    endpoint = await _get(panel)
+    secret = await panel.services.webhooks.reveal_secret(panel.conn, panel.account_id, endpoint.id)
+    return await _endpoint(panel, endpoint, secret=secret, occasion="revealed")
+
+
+@page
+async def rotate_secret(panel: Panel) -> Response:
+    """`POST /panel/webhooks/{id}/rotate` with `rotation` = `now` or `overlap`: the new secret, shown."""
+    endpoint = await _get(panel)
+    rotation = panel.field("rotation")
+    if rotation not in ("now", "overlap"):
+        return await _endpoint(panel, endpoint, status=400, errors={"rotation": "Choose how to rotate."})
+    async with panel.conn.transaction():
+        secret = await panel.services.webhooks.rotate_secret(
+            panel.conn, panel.account_id, endpoint.id, overlap=rotation == "overlap"
+        )
+    endpoint = await _get(panel)
+    return await _endpoint(panel, endpoint, secret=secret, occasion=f"rotated_{rotation}")
+
+
+@page
+async def set_enabled(panel: Panel) -> Response:
+    """`POST /panel/webhooks/{id}/enabled` with `enabled` = `true` or `false`."""
+    endpoint = await _get(panel)
+    enabled = panel.field("enabled") == "true"
+    await panel.services.webhooks.update(panel.conn, panel.account_id, endpoint.id, enabled=enabled)
+    notice = "endpoint_enabled" if enabled else "endpoint_disabled"
+    return redirect(f"/panel/webhooks/{endpoint.id}?notice={notice}")
+
+
+@page
+async def send_test(panel: Panel) -> Response:
+    """`POST /panel/webhooks/{id}/test`: `webhook.test` to this endpoint, through the queue like any event."""
+    endpoint = await _get(panel)
+    async with panel.conn.transaction():
+        await panel.services.webhooks.send_test_event(panel.conn, panel.account_id, endpoint.id)
+    return redirect(f"/panel/webhooks/{endpoint.id}?notice=test_sent")
+
+
+@page
+async def redeliver_since(panel: Panel) -> Response:
+    """`POST /panel/webhooks/{id}/redeliver` with `since` (UTC): every failed delivery created since then, again
+    (those redelivered already are left alone)."""
+    endpoint = await _get(panel)
+    raw = panel.field("since").strip()
+    try:
+        since = dt.datetime.fromisoformat(raw)
+    except ValueError:
+        error = "Give a date and time (UTC), e.g. 2026-11-21T09:00."
+        return await _endpoint(panel, endpoint, status=400, errors={"since": error}, since=raw)
+    since = since.replace(tzinfo=dt.UTC) if since.tzinfo is None else since
+    async with panel.conn.transaction():
+        queued = await panel.services.webhooks.redeliver_failed_since(panel.conn, panel.account_id, endpoint.id, since)
+    notice = "redelivered_many" if queued else "nothing_to_redeliver"
+    return redirect(f"/panel/webhooks/{endpoint.id}?notice={notice}")
+
+
+async def _get(panel: Panel) -> Endpoint:
+    return await panel.services.webhooks.get(panel.conn, panel.account_id, panel.path("id"))
+
+
+async def _endpoints(
+    panel: Panel, *, values: dict[str, Any], errors: dict[str, str] | None = None, status: int = 200
+) -> Response:
+    endpoints = await panel.services.webhooks.endpoints(panel.conn, panel.account_id)
+    last = await deliveries.last_deliveries(panel.conn, [endpoint.id for endpoint in endpoints])
+    return panel.render(
+        "panel/webhooks.html",
+        status,
+        section="webhooks",
+        endpoints=endpoints,
+        last=last,
+        groups=kind_groups(panel.services.catalog.event_kinds),
+        values=values,
+        errors=errors or {},
+        production=panel.services.settings.production,
+    )
+
+
+async def _endpoint(
+    panel: Panel,
+    endpoint: Endpoint,
+    *,
+    secret: str | None = None,
+    occasion: str = "",
+    errors: dict[str, str] | None = None,
+    status: int = 200,
+    since: str | None = None,
+) -> Response:
+    log = await deliveries.delivery_log(panel.conn, endpoint.id, panel.query_int("page"))
+    yesterday = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
+    return panel.render(
+        "panel/webhook.html",
+        status,
+        section="webhooks",
+        endpoint=endpoint,
+        log=log,
+        secret=secret,
+        occasion=occasion,
+        errors=errors or {},
+        since=yesterday.strftime(SINCE_FORMAT) if since is None else since,
+        overlap_hours=int(ROTATION_OVERLAP.total_seconds() // 3600),
+        overlapping=endpoint.overlap_until is not None and endpoint.overlap_until > dt.datetime.now(dt.UTC),
+    )
+
+
+def _edit_form(
+    panel: Panel, endpoint: Endpoint, values: dict[str, Any], errors: dict[str, str] | None = None, status: int = 200
+) -> Response:
+    return panel.render(
+        "panel/webhook_edit.html",
+        status,
+        section="webhooks",
+        endpoint=endpoint,
+        groups=kind_groups(panel.services.catalog.event_kinds),
+        values=values,
+        errors=errors or {},
+        production=panel.services.settings.production,
+    )

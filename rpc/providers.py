@@ -1,0 +1,28 @@
+"""What a payment provider is to the framework: it checks and applies one notification."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from rpc.events import Emitter
+from rpc.settings import Settings
+from rpc.types import Connection
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The provider's answer (status and plain-text body) and the word recorded for audit."""
+
+    status: int
+    body: str
+    outcome: str
+
+
+class Provider(Protocol):
+    """Checks a notification's signature and applies it, inside the transaction it is given."""
+
+    async def receive(
+        self, conn: Connection, emitter: Emitter, settings: Settings, fields: Mapping[str, str]
+    ) -> Verdict: ...

@@ -1,0 +1,168 @@
+"""One frozen Settings read from the environment once; nothing else reads os.environ."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+Environment = Literal["development", "test", "production"]
+
+
+class SettingsError(ValueError):
+    """A setting has a value the service cannot run with."""
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """The service's configuration; see the README's settings table for each variable."""
+
+    database_url: str | None = None
+    service_env: Environment = "development"
+    public_url: str = "http://127.0.0.1:8000"
+    secret_key: str
+    data_dir: str = ".data"
+    rate_limit_storage: str = "memory://"
+    webhook_retry_waits: tuple[float, ...] = (0, 10, 60, 600, 3600)
+    webhook_timeout: float = 10.0
+    webhook_allowed_networks: tuple[str, ...] = ()
+    webhook_per_endpoint: int = 4
+    worker_heartbeat: float = 10.0
+    auth_jwks_url: str | None = None
+    auth_issuer: str | None = None
+    auth_audience: str | None = None
+    auth_jwt_secret: str | None = None
+    auth_algorithms: tuple[str, ...] = ()
+    auth_role_claim: str | None = None
+    paytr_merchant_id: str | None = None
+    paytr_merchant_key: str | None = None
+    paytr_merchant_salt: str | None = None
+    paytr_api_url: str = "https://www.paytr.com/odeme/api/get-token"
+    forwarded_allow_ips: str = "127.0.0.1"
+    metrics_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
+    signin_limits_per_email: str = "10/minute"
+    signin_limits_per_address: str = "100/minute"
+    oauth_token_limit_per_client: str = "300/minute"  # noqa: S105 - a rate, not a secret
+    db_pool_min: int = 2
+    db_pool_max: int = 10
+    db_pool_timeout: float = 5.0
+
+    @property
+    def production(self) -> bool:
+        return self.service_env == "production"
+
+    @property
+    def allowed_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """Private networks a production deployment may still deliver webhooks to (on-premise receivers)."""
+        return tuple(ipaddress.ip_network(cidr) for cidr in self.webhook_allowed_networks)
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir)
+
+    @property
+    def issuer(self) -> str:
+        """The `iss` of the built-in identity provider's tokens."""
+        return f"{self.public_url.rstrip('/')}/auth"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Build the settings from `environ` (default: the process environment)."""
+        env = os.environ if environ is None else environ
+        data_dir = Path(env.get("DATA_DIR", ".data"))
+        jwt_secret = env.get("AUTH_JWT_SECRET") or None
+        default_algorithms = "HS256" if jwt_secret else "RS256,ES256"
+        values = {
+            "database_url": env.get("DATABASE_URL") or None,
+            "service_env": env.get("SERVICE_ENV", "development"),
+            "public_url": env.get("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/"),
+            "secret_key": env.get("SERVICE_SECRET_KEY") or _key_file_secret(data_dir),
+            "data_dir": str(data_dir),
+            "rate_limit_storage": env.get("RATE_LIMIT_STORAGE", "memory://"),
+            "webhook_retry_waits": _floats(env.get("WEBHOOK_RETRY_WAITS", "0,10,60,600,3600")),
+            "webhook_timeout": env.get("WEBHOOK_TIMEOUT", "10"),
+            "webhook_allowed_networks": _names(env.get("WEBHOOK_ALLOWED_NETWORKS", "")),
+            "webhook_per_endpoint": env.get("WEBHOOK_PER_ENDPOINT", "4"),
+            "worker_heartbeat": env.get("WORKER_HEARTBEAT", "10"),
+            "auth_jwks_url": env.get("AUTH_JWKS_URL") or None,
+            "auth_issuer": env.get("AUTH_ISSUER") or None,
+            "auth_audience": env.get("AUTH_AUDIENCE") or None,
+            "auth_jwt_secret": jwt_secret,
+            "auth_algorithms": _names(env.get("AUTH_ALGORITHMS") or default_algorithms),
+            "auth_role_claim": env.get("AUTH_ROLE_CLAIM") or None,
+            "paytr_merchant_id": env.get("PAYTR_MERCHANT_ID") or None,
+            "paytr_merchant_key": env.get("PAYTR_MERCHANT_KEY") or None,
+            "paytr_merchant_salt": env.get("PAYTR_MERCHANT_SALT") or None,
+            "paytr_api_url": env.get("PAYTR_API_URL", "https://www.paytr.com/odeme/api/get-token"),
+            "forwarded_allow_ips": env.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
+            "metrics_allow": _names(env.get("METRICS_ALLOW", "127.0.0.0/8,::1/128")),
+            "signin_limits_per_email": env.get("SIGNIN_LIMIT_PER_EMAIL", "10/minute"),
+            "signin_limits_per_address": env.get("SIGNIN_LIMIT_PER_ADDRESS", "100/minute"),
+            "oauth_token_limit_per_client": env.get("OAUTH_TOKEN_LIMIT_PER_CLIENT", "300/minute"),
+            "db_pool_min": env.get("DB_POOL_MIN", "2"),
+            "db_pool_max": env.get("DB_POOL_MAX", "10"),
+            "db_pool_timeout": env.get("DB_POOL_TIMEOUT", "5"),
+        }
+        try:
+            settings = msgspec.convert(values, cls, strict=False)
+        except msgspec.ValidationError as exc:
+            raise SettingsError(f"invalid setting: {exc}") from exc
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        """Refuse combinations that would run insecurely or not at all."""
+        if "none" in {a.lower() for a in self.auth_algorithms}:
+            raise SettingsError("AUTH_ALGORITHMS may not contain 'none'")
+        if self.auth_jwks_url and self.auth_jwt_secret:
+            raise SettingsError("set AUTH_JWKS_URL or AUTH_JWT_SECRET, not both")
+        if (self.auth_jwks_url or self.auth_jwt_secret) and not self.auth_issuer:
+            raise SettingsError("an external identity provider needs AUTH_ISSUER")
+        symmetric = {a for a in self.auth_algorithms if a.upper().startswith("HS")}
+        if self.auth_jwks_url and symmetric:
+            raise SettingsError("a JWKS provider may not use HS algorithms (key confusion)")
+        if self.auth_jwt_secret and set(self.auth_algorithms) - symmetric:
+            raise SettingsError("a shared-secret provider accepts HS algorithms only")
+        if not self.webhook_retry_waits or any(w < 0 for w in self.webhook_retry_waits):
+            raise SettingsError("WEBHOOK_RETRY_WAITS needs at least one non-negative number")
+        if self.webhook_timeout <= 0 or self.worker_heartbeat <= 0 or self.webhook_per_endpoint < 1:
+            raise SettingsError("WEBHOOK_TIMEOUT, WORKER_HEARTBEAT and WEBHOOK_PER_ENDPOINT must be positive")
+        try:
+            self.allowed_networks  # noqa: B018 - parsed here so that a typo stops the start
+        except ValueError as exc:
+            raise SettingsError(f"WEBHOOK_ALLOWED_NETWORKS: {exc}") from exc
+        if len(self.secret_key) < 32:
+            raise SettingsError("SERVICE_SECRET_KEY must be at least 32 characters")
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise SettingsError(f"not a list of numbers: {text!r}") from exc
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _key_file_secret(data_dir: Path) -> str:
+    """The at-rest key of a deployment without SERVICE_SECRET_KEY: generated once, kept beside the data."""
+    path = data_dir / "secret_key"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        draft = path.with_name(f".secret_key.{os.getpid()}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(32))
+        try:
+            os.link(draft, path)  # atomic: a concurrent starter either wins or reads the winner's key
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()

@@ -1,0 +1,45 @@
+"""The web and OAuth endpoints' share of the running services, built once in the app's lifespan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from starlette.requests import Request
+
+from rpc.auth.oauth import AuthorizationServer, ScopePolicy
+from rpc.db import Pool
+from rpc.services import Services
+from rpc.settings import Settings
+from rpc.throttle import Throttle
+from rpc.web.pages import Pages
+from rpc.web.sessions import SessionStore
+
+
+@dataclass(frozen=True, slots=True)
+class Web:
+    settings: Settings
+    pool: Pool
+    server: AuthorizationServer
+    sessions: SessionStore
+    pages: Pages
+    # The services' one throttle: groups `signin_email` and `signin_address` (shared with /auth/login), and
+    # `oauth_token_client` and `oauth_token_address` for /oauth/token and /oauth/revoke.
+    throttle: Throttle
+
+    @classmethod
+    def build(cls, services: Services, policy: ScopePolicy) -> Web:
+        settings = services.settings
+        return cls(
+            settings=settings,
+            pool=services.pool,
+            server=AuthorizationServer(settings, services.keyring, policy),
+            sessions=SessionStore(settings),
+            pages=Pages(),
+            throttle=services.throttle,
+        )
+
+
+def web(request: Request) -> Web:
+    """The web services, from the lifespan state Starlette copies into every request."""
+    return cast(Web, request.state.web)

@@ -1,0 +1,177 @@
+"""Fixtures: a real PostgreSQL (DATABASE_URL/TEST_DATABASE_URL, else 127.0.0.1:5432, else embedded — never a
+skip), a template database migrated once per session, a fresh copy per test module, and a live server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from psycopg import sql
+
+from rpc.app import prepare_database
+from tests.support import Admin, LiveServer, User, settings_for
+
+LOCAL_SERVER = "postgresql://127.0.0.1:5432/postgres"
+
+
+def _answers(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=3):
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A connection URL to a PostgreSQL server on which the tests may create databases."""
+    configured = os.environ.get("TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
+    if configured:
+        yield configured
+    elif _answers(LOCAL_SERVER):
+        yield LOCAL_SERVER
+    else:
+        from rpc.embedded import EmbeddedPostgres
+
+        embedded = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "pgdata")
+        try:
+            yield embedded.start()
+        finally:
+            embedded.stop()
+
+
+def database_url(server_url: str, name: str) -> str:
+    return psycopg.conninfo.make_conninfo(server_url, dbname=name)
+
+
+def create_database(server_url: str, name: str, template: str | None = None) -> str:
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        if template:
+            statement += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+        conn.execute(statement)
+    return database_url(server_url, name)
+
+
+def drop_database(server_url: str, name: str) -> None:
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def template_database(server_url: str) -> Iterator[str]:
+    """The schema and a signing key, built once; every test database is a copy of it."""
+    name = f"hire_template_{uuid.uuid4().hex[:12]}"
+    url = create_database(server_url, name)
+    asyncio.run(prepare_database(settings_for(url), url))
+    try:
+        yield name
+    finally:
+        drop_database(server_url, name)
+
+
+class Databases:
+    """Makes databases on the test server, each dropped at the end of the session."""
+
+    def __init__(self, server_url: str, template: str) -> None:
+        self.server_url = server_url
+        self.template = template
+        self.made: list[str] = []
+
+    def copy(self) -> str:
+        """A new database with the schema, copied from the template."""
+        return self._create(self.template)
+
+    def empty(self) -> str:
+        """A new database with nothing in it."""
+        return self._create(None)
+
+    def _create(self, template: str | None) -> str:
+        name = f"hire_test_{uuid.uuid4().hex[:12]}"
+        self.made.append(name)
+        return create_database(self.server_url, name, template)
+
+
+@pytest.fixture(scope="session")
+def databases(server_url: str, template_database: str) -> Iterator[Databases]:
+    made = Databases(server_url, template_database)
+    yield made
+    for name in made.made:
+        drop_database(server_url, name)
+
+
+@pytest.fixture(scope="module")
+def database(databases: Databases) -> str:
+    """This module's own database."""
+    return databases.copy()
+
+
+@pytest.fixture(scope="module")
+def settings(database: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return settings_for(database, DATA_DIR=str(tmp_path_factory.mktemp("data")))
+
+
+@pytest.fixture(scope="module")
+def live(settings: Any) -> Iterator[LiveServer]:
+    """The service on a loopback port, with this module's database."""
+    with LiveServer(settings) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def client(live: LiveServer) -> Iterator[httpx.Client]:
+    with live.client() as http:
+        yield http
+
+
+@pytest.fixture(scope="module")
+def admin(database: str, settings: Any) -> Admin:
+    return Admin(database, settings)
+
+
+@pytest.fixture(scope="module")
+def employer(admin: Admin) -> User:
+    return admin.user("employer")
+
+
+@pytest.fixture(scope="module")
+def candidate(admin: Admin) -> User:
+    return admin.user("candidate")
+
+
+@pytest.fixture(scope="module")
+def colleague(admin: Admin, employer: User) -> User:
+    """A second employer of the employer's own account."""
+    return admin.user("employer", account_id=employer.account_id)
+
+
+@pytest.fixture(scope="module")
+def stranger(admin: Admin) -> User:
+    """An employer of another account."""
+    return admin.user("employer")
+
+
+@pytest.fixture(scope="module")
+def operator(admin: Admin) -> User:
+    """A platform admin, in an account of their own."""
+    return admin.user("admin")
+
+
+@pytest.fixture
+def call(client: httpx.Client) -> Callable[..., httpx.Response]:
+    """`call(name, user_or_token, **params)`: POST a procedure with a JSON body."""
+
+    def do(name: str, who: User | str | None, **params: Any) -> httpx.Response:
+        headers = {}
+        if who is not None:
+            token = who.token if isinstance(who, User) else who
+            headers["Authorization"] = f"Bearer {token}"
+        return client.post(f"/v1/{name}", json=params, headers=headers)
+
+    return do

@@ -1,0 +1,242 @@
+"""Test plumbing: a live server on a loopback port, the operator's commands as plain functions, and the small
+helpers the test modules share (response checks, bearer headers, hand-made JWTs)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+import uvicorn
+
+from rpc import admin as ops
+from rpc.app import create_app, load_catalog
+from rpc.delivery import Queue, queue_app
+from rpc.events import Emitter
+from rpc.settings import Settings
+from rpc.webhooks import Webhooks
+
+T = TypeVar("T")
+
+TEST_SECRET_KEY = "test-secret-key-0123456789abcdefghijklmnop"
+ERROR_KEYS = {"code", "message", "details"}
+TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+Call = Callable[..., httpx.Response]
+
+
+def settings_for(database_url: str, **env: str) -> Settings:
+    base = {
+        "DATABASE_URL": database_url,
+        "SERVICE_ENV": "test",
+        "SERVICE_SECRET_KEY": TEST_SECRET_KEY,
+        "SIGNIN_LIMIT_PER_ADDRESS": "100000/minute",
+    }
+    return Settings.from_env({**base, **env})
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on (for servers started as processes)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class LiveServer:
+    """The real app under uvicorn on 127.0.0.1:<free port>, in a thread of the test process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            create_app(settings),
+            log_level="warning",
+            lifespan="on",
+            proxy_headers=True,
+            forwarded_allow_ips="127.0.0.1",
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+        self._socket.close()
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30, **kwargs)
+
+
+@dataclass(frozen=True)
+class User:
+    user_id: str
+    account_id: str
+    email: str
+    password: str
+    role: str
+    token: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return bearer(self.token)
+
+
+class Admin:
+    """`bin/admin`'s operations against one database, callable from synchronous tests."""
+
+    def __init__(self, database_url: str, settings: Settings) -> None:
+        self.database_url = database_url
+        self.settings = settings
+        self.catalog = load_catalog()
+        queue = Queue(queue_app())  # defers on the operation's own connection
+        self.webhooks = Webhooks(settings, self.catalog.event_kinds, queue, Emitter(settings, queue))
+
+    def run(self, op: Any, *args: Any, **kwargs: Any) -> Any:
+        async def go() -> Any:
+            async with await ops.connect(self.database_url) as conn:
+                return await op(conn, *args, **kwargs)
+
+        return _run(go())
+
+    def user(
+        self, role: str = "employer", account_id: str | None = None, email: str | None = None, plan: str = "enterprise"
+    ) -> User:
+        """A user with a session token, in a new account (on `plan`: the largest budget by default, so that
+        only the rate-limit tests meet the limits) or in `account_id`."""
+        email = email or f"{role}-{uuid.uuid4().hex[:10]}@example.test"
+        password = f"pw-{uuid.uuid4().hex}"
+        ids = self.run(ops.create_user, email=email, password=password, role=role, account_id=account_id)
+        user = User(ids["user_id"], ids["account_id"], email, password, role, self.token(email))
+        if account_id is None:
+            self.set_plan(user, plan)
+        return user
+
+    def token(self, email: str, expires_in: int = 3600) -> str:
+        return self.run(ops.mint_token, self.settings, email=email, expires_in=expires_in)["access_token"]
+
+    def api_key(self, user: User, scopes: str = "read:jobs,write:jobs", mode: str = "test") -> dict[str, str]:
+        return self.run(
+            ops.create_api_key, self.catalog, email=user.email, name="test key", scopes=scopes.split(","), mode=mode
+        )
+
+    def webhook(self, user: User, url: str, events: list[str]) -> dict[str, str]:
+        """`bin/admin create-webhook`: `{"id", "secret"}` of a new endpoint of the user's account."""
+        return self.run(ops.create_webhook, self.webhooks, email=user.email, url=url, events=events)
+
+    def set_plan(self, user: User, plan: str) -> None:
+        self.run(ops.set_plan, self.catalog, email=user.email, plan=plan)
+
+    def revoke(self, key_id: str) -> None:
+        self.run(ops.revoke_api_key, key_id=key_id)
+
+    def sql(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        async def go() -> list[dict[str, Any]]:
+            async with await ops.connect(self.database_url) as conn:
+                cursor = await conn.execute(query, params)  # type: ignore[arg-type]
+                return await cursor.fetchall() if cursor.description else []
+
+        return _run(go())
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+# --- shared helpers of the test modules -----------------------------------------------------------------------
+
+
+def bearer(token: str) -> dict[str, str]:
+    """An `Authorization: Bearer <token>` header."""
+    return {"Authorization": f"Bearer {token}"}
+
+
+def ok(response: httpx.Response) -> Any:
+    """The `result` of a 200 response whose body is exactly `{"result": ...}`."""
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert set(body) == {"result"}, body
+    return body["result"]
+
+
+def refused(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """The `error` object of a response with this status, a body of only `error`, and this error code."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and body["error"]["code"] == code, body
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+def error_code(response: httpx.Response) -> str:
+    """The error code of a body that is exactly `{"error": {"code", "message", "details"}}`."""
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == ERROR_KEYS, body
+    code: str = body["error"]["code"]
+    return code
+
+
+def assert_refused(response: httpx.Response, code: str = "invalid_token") -> None:
+    """401 with the code, and a challenge that says a token was sent and refused (RFC 6750)."""
+    assert response.status_code == 401, response.text
+    assert error_code(response) == code
+    challenge = response.headers["WWW-Authenticate"]
+    assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
+
+
+def me(client: httpx.Client, token: str) -> httpx.Response:
+    """`GET /v1/profile.me` with a bearer token."""
+    return client.get("/v1/profile.me", headers=bearer(token))
+
+
+def published_count(admin: Admin, account_id: str | None = None) -> int:
+    """How many jobs the database holds as published, of one account or of all."""
+    query = "SELECT count(*) AS n FROM jobs WHERE status = 'published'"
+    if account_id is None:
+        return int(admin.sql(query)[0]["n"])
+    return int(admin.sql(query + " AND account_id = %(a)s", {"a": account_id})[0]["n"])
+
+
+def b64url(data: bytes) -> str:
+    """Unpadded base64url, as in a JWT."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def segment(value: dict[str, Any]) -> str:
+    """One JWT segment: a JSON object, base64url-encoded."""
+    return b64url(json.dumps(value).encode())
+
+
+def unsigned(header: dict[str, Any], claims: dict[str, Any]) -> str:
+    """A JWT with an empty signature."""
+    return f"{segment(header)}.{segment(claims)}."
+
+
+def forge_hs256(header: dict[str, Any], claims: dict[str, Any], secret: bytes) -> str:
+    """An HMAC-signed JWT built by hand: PyJWT refuses to use a PEM public key as an HMAC secret."""
+    signing_input = f"{segment(header)}.{segment(claims)}"
+    signature = hmac.new(secret, signing_input.encode(), hashlib.sha256).digest()
+    return f"{signing_input}.{b64url(signature)}"

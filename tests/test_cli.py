@@ -1,0 +1,172 @@
+"""The operator commands as a person runs them: processes, JSON on stdout, reasons on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from tests.conftest import Databases
+from tests.support import TEST_SECRET_KEY, bearer, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = TEST_SECRET_KEY  # the template database's signing key is sealed with it
+
+
+def environment(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "TEST_DATABASE_URL")}
+    return {**env, "SERVICE_SECRET_KEY": SECRET, **extra}
+
+
+def run(command: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bin" / command), *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def ok(command: str, *args: str, env: dict[str, str]) -> dict[str, Any]:
+    done = run(command, *args, env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1, done.stdout
+    result: dict[str, Any] = json.loads(lines[0])
+    return result
+
+
+@pytest.fixture(scope="module")
+def db_env(databases: Databases) -> dict[str, str]:
+    return environment(DATABASE_URL=databases.copy())
+
+
+def test_admin_commands_print_one_json_object(db_env: dict[str, str]) -> None:
+    created = ok("admin", "create-user", "--email", "Boss@Example.test", "--password", "pw", "--role", "employer",
+                 "--account-name", "ACME", env=db_env)  # fmt: skip
+    assert set(created) == {"user_id", "account_id"}
+    colleague = ok("admin", "create-user", "--email", "c@example.test", "--password", "pw", "--role", "employer",
+                   "--account-id", created["account_id"], env=db_env)  # fmt: skip
+    assert colleague["account_id"] == created["account_id"]
+    assert set(ok("admin", "mint-token", "--email", "boss@example.test", env=db_env)) == {"access_token"}
+    key = ok("admin", "create-api-key", "--email", "boss@example.test", "--name", "ci", "--scopes",
+             "read:jobs,write:jobs", env=db_env)  # fmt: skip
+    assert set(key) == {"id", "key"}
+    assert key["key"].startswith("service_test_"), "create-api-key defaults to --mode test"
+    revoked = ok("admin", "revoke-api-key", "--id", key["id"], env=db_env)
+    assert revoked["id"] == key["id"]
+    assert revoked["revoked_at"].endswith("Z")
+    assert ok("admin", "set-plan", "--email", "boss@example.test", "--plan", "pro", env=db_env) == {
+        "account_id": created["account_id"],
+        "plan": "pro",
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["create-user", "--email", "x@example.test", "--password", "pw", "--role", "owner"], "--role"),
+        (["mint-token", "--email", "nobody@example.test"], "no user"),
+        (["set-plan", "--email", "nobody@example.test", "--plan", "pro"], "no user"),
+        (["revoke-api-key", "--id", "not-an-id"], "not an id"),
+        (
+            [
+                "create-user",
+                "--email",
+                "y@example.test",
+                "--password",
+                "pw",
+                "--role",
+                "employer",
+                "--account-id",
+                "00000000-0000-0000-0000-000000000000",
+            ],
+            "no account",
+        ),
+    ],
+)
+def test_admin_failures_exit_non_zero_with_a_reason(db_env: dict[str, str], args: list[str], reason: str) -> None:
+    done = run("admin", *args, env=db_env)
+    assert done.returncode != 0
+    assert done.stdout == ""
+    assert reason in done.stderr
+
+
+def test_api_keys_are_for_employers_and_admins(db_env: dict[str, str]) -> None:
+    ok("admin", "create-user", "--email", "cand@example.test", "--password", "pw", "--role", "candidate", env=db_env)
+    done = run("admin", "create-api-key", "--email", "cand@example.test", "--name", "k", "--scopes", "read:jobs",
+               env=db_env)  # fmt: skip
+    assert done.returncode != 0
+    assert "employers and admins" in done.stderr
+
+
+def test_mint_token_is_refused_in_production(db_env: dict[str, str]) -> None:
+    done = run("admin", "mint-token", "--email", "boss@example.test", env={**db_env, "SERVICE_ENV": "production"})
+    assert done.returncode != 0
+    assert "production" in done.stderr
+
+
+def test_serve_refuses_several_workers_with_memory_counters(db_env: dict[str, str]) -> None:
+    done = run("serve", "--workers", "2", env=db_env)
+    assert done.returncode != 0
+    assert "RATE_LIMIT_STORAGE" in done.stderr
+
+
+def postmasters_of(data_dir: Path) -> list[int]:
+    """Pids of PostgreSQL servers still running on a data directory below `data_dir`."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        command = " ".join(proc.info["cmdline"] or [])
+        if "postgres" in command and f"-D {data_dir}" in command:
+            found.append(proc.info["pid"])
+    return found
+
+
+@pytest.fixture
+def bare_machine_serve(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], float]]:
+    """`bin/serve` with no DATABASE_URL: the embedded PostgreSQL under DATA_DIR."""
+    env = environment(DATA_DIR=str(tmp_path / "data"))
+    port = free_port()
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "bin" / "serve"), "--port", str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            assert time.monotonic() - started < 60, "bin/serve did not come up within 60 s"
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        yield url, env, time.monotonic() - started
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+    assert not postmasters_of(tmp_path / "data"), "bin/serve stopped its embedded PostgreSQL on SIGTERM"
+    assert process.stdout is not None
+    banner = json.loads(process.stdout.readline())
+    assert banner["listening"] == url
+    assert "embedded PostgreSQL" in banner["database"]
+
+
+def test_bare_machine_serves_jobs_list_with_an_admin_made_key(
+    bare_machine_serve: tuple[str, dict[str, str], float],
+) -> None:
+    url, env, startup = bare_machine_serve
+    print(f"bin/serve with the embedded database answered /healthz after {startup:.2f} s")
+    ok("admin", "create-user", "--email", "e@example.test", "--password", "pw", "--role", "employer", env=env)
+    key = ok("admin", "create-api-key", "--email", "e@example.test", "--name", "n", "--scopes", "read:jobs", env=env)
+    response = httpx.get(f"{url}/v1/jobs.list", headers=bearer(key["key"]))
+    assert response.status_code == 200
+    assert response.json() == {"result": {"data": [], "total": 0, "page": 1, "per_page": 20}}

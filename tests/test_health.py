@@ -1,0 +1,118 @@
+"""Health, /openapi.json, and `503 unavailable` while the database is away (then recovery)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import psycopg
+import pytest
+from psycopg import sql
+
+from rpc.app import load_registry
+from tests.conftest import Databases
+from tests.support import Admin, LiveServer, User, settings_for
+
+
+def test_healthz(client: httpx.Client) -> None:
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_openapi_lists_every_procedure_with_its_scope(client: httpx.Client) -> None:
+    document = client.get("/openapi.json").json()
+    assert document["openapi"].startswith("3.")
+    for proc in load_registry():
+        operation = document["paths"][f"/v1/{proc.name}"]
+        assert set(operation) == ({"post"} if proc.write else {"get", "post"})
+        assert operation["post"]["security"] == [{"bearer": [proc.scope]}]
+        assert operation["post"]["description"].startswith(proc.doc.splitlines()[0])
+    schemas = document["components"]["schemas"]
+    assert "Job" in schemas
+    assert set(schemas["JobSummary"]["properties"]) == {"id", "title", "company", "location", "status", "created_at"}
+
+
+class Outage:
+    """Makes one database refuse connections and drops the ones it has, until `end()`."""
+
+    def __init__(self, server_url: str, database_url: str) -> None:
+        self.server_url = server_url
+        self.name = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
+
+    def begin(self) -> None:
+        self._run("ALTER DATABASE {} ALLOW_CONNECTIONS false")
+        with psycopg.connect(self.server_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (self.name,))
+
+    def end(self) -> None:
+        self._run("ALTER DATABASE {} ALLOW_CONNECTIONS true")
+
+    def _run(self, statement: str) -> None:
+        with psycopg.connect(self.server_url, autocommit=True) as conn:
+            conn.execute(sql.SQL(statement).format(sql.Identifier(self.name)))
+
+
+@pytest.fixture
+def outage_server(
+    server_url: str, databases: Databases, tmp_path: object
+) -> Iterator[tuple[LiveServer, Admin, Outage]]:
+    url = databases.copy()
+    settings = settings_for(url, DB_POOL_TIMEOUT="1", DATA_DIR=str(tmp_path))
+    outage = Outage(server_url, url)
+    with LiveServer(settings) as live:
+        try:
+            yield live, Admin(url, settings), outage
+        finally:
+            outage.end()
+
+
+def test_database_away_is_503_then_service_returns(outage_server: tuple[LiveServer, Admin, Outage]) -> None:
+    live, admin, outage = outage_server
+    user: User = admin.user("employer")
+    with live.client() as client:
+        assert client.get("/v1/jobs.list", headers=user.auth).status_code == 200
+        outage.begin()
+        for path in ("/v1/jobs.list", "/v1/profile.me", "/healthz"):
+            response = client.get(path, headers=user.auth)
+            assert response.status_code == 503, response.text
+            assert response.json()["error"]["code"] == "unavailable"
+            assert int(response.headers["Retry-After"]) >= 1
+        login = client.post("/auth/login", json={"email": user.email, "password": user.password})
+        assert login.status_code == 503
+        outage.end()
+        deadline = time.monotonic() + 5
+        while client.get("/v1/jobs.list", headers=user.auth).status_code != 200:
+            assert time.monotonic() < deadline, "no full service within 5 s of the database's return"
+            time.sleep(0.1)
+        assert client.get("/healthz").status_code == 200
+
+
+def test_readyz(client: httpx.Client) -> None:
+    assert client.get("/readyz").status_code == 200
+
+
+def test_metrics_count_calls_by_procedure_and_status(client: httpx.Client, admin: Admin) -> None:
+    user = admin.user("employer")
+    client.get("/v1/jobs.list", headers=user.auth)
+    client.get("/v1/jobs.get", params={"id": "nope"}, headers=user.auth)
+    client.get("/v1/made.up.name", headers=user.auth)
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    assert 'hire_requests_total{procedure="jobs.list",status="200"}' in text
+    assert 'hire_requests_total{procedure="jobs.get",status="404"}' in text
+    assert 'hire_requests_total{procedure="unknown",status="404"}' in text
+    assert "made.up.name" not in text, "no label per made-up name"
+    assert 'hire_request_seconds_bucket{le="0.1",procedure="jobs.list"}' in text
+    assert 'hire_db_pool_connections{state="size"}' in text
+    assert "hire_queue_jobs" in text
+    assert "hire_webhook_attempts_total" in text
+
+
+def test_metrics_are_only_for_allowed_addresses(databases: Databases, tmp_path: object) -> None:
+    settings = settings_for(databases.copy(), METRICS_ALLOW="10.0.0.0/8", DATA_DIR=str(tmp_path))
+    with LiveServer(settings) as live, live.client() as client:
+        assert client.get("/metrics").status_code == 403
