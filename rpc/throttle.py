@@ -14,13 +14,16 @@ from limits.aio.storage import Storage
 from limits.aio.strategies import FixedWindowRateLimiter
 from limits.storage import storage_from_string
 
+from rpc.counters import MemoryCounters
 from rpc.errors import RateLimited
 
 log = logging.getLogger(__name__)
 
 
 def open_storage(uri: str) -> Storage:
-    """`memory://` or `redis://host:port/db`, as the async storage of `limits`."""
+    """`memory://` (this process's counters) or `redis://host:port/db` (shared), as a `limits` async storage."""
+    if uri.removeprefix("async+") == "memory://":
+        return MemoryCounters()
     storage = storage_from_string(uri if uri.startswith("async+") else f"async+{uri}")
     assert isinstance(storage, Storage)
     return storage
