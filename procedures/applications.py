@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from procedures.common import NO_NUL, Id, parse_id
+from procedures.common import NO_NUL, Id, page_and_total, parse_id
 from rpc.auth.principal import Principal
 from rpc.context import Context
 from rpc.envelope import Page, PageParams, Params, Struct
@@ -189,14 +189,14 @@ async def list_applications(ctx: Context, params: ListApplications) -> Page[Appl
         where.append("a.status = %(status)s")
     condition = " AND ".join(where)
     source = "FROM applications AS a JOIN jobs AS j ON j.id = a.job_id"
-    cursor = await ctx.conn.execute(
+    rows, total = await page_and_total(
+        ctx.conn,
         f"SELECT {_COLUMNS} {source} WHERE {condition} "
         "ORDER BY a.created_at DESC, a.id DESC LIMIT %(limit)s OFFSET %(offset)s",
+        f"SELECT count(*) AS total {source} WHERE {condition}",
         values,
     )
-    data = [_as_seen_by(principal, Application(**row)) for row in await cursor.fetchall()]
-    count = await ctx.conn.execute(f"SELECT count(*) AS total {source} WHERE {condition}", values)
-    total = (await count.fetchone() or {"total": 0})["total"]
+    data = [_as_seen_by(principal, Application(**row)) for row in rows]
     return Page(data=data, total=total, page=params.page, per_page=params.per_page)
 
 

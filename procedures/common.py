@@ -35,13 +35,25 @@ def parse_id(value: Id) -> uuid.UUID:
 async def page_and_total(
     conn: Connection, page_query: str, total_query: str, values: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], int]:
-    """A page of rows and the exact total, sent together: one round trip to the database, not two."""
-    async with conn.pipeline():
-        page = await conn.execute(page_query, values)
-        count = await conn.execute(total_query, values)
-    rows = await page.fetchall()
-    total = await count.fetchone()
-    return rows, int(total["total"]) if total else 0
+    """A page of rows and the exact total, from one statement: the total's one row joined to the page.
+
+    One statement, not two in a pipeline: the driver's cost is per statement, and this is the hot path.
+    Each row keeps its place in the page (`_position`); an empty page leaves the total's row alone.
+    """
+    cursor = await conn.execute(
+        f"SELECT counted.total AS _total, page.* FROM ({total_query}) AS counted "
+        f"LEFT JOIN LATERAL (SELECT row_number() OVER () AS _position, ordered.* FROM ({page_query}) AS ordered) "
+        "AS page ON true ORDER BY page._position",
+        values,
+    )
+    rows = await cursor.fetchall()
+    total = int(rows[0]["_total"]) if rows else 0
+    page = []
+    for row in rows:
+        del row["_total"]
+        if row.pop("_position") is not None:
+            page.append(row)
+    return page, total
 
 
 def changes(params: msgspec.Struct, columns: Iterable[str]) -> dict[str, Any]:

@@ -441,6 +441,8 @@ def test_filtered_total_equals_the_matching_items(
     assert total == len(items) == 5
     items, total = list_all(call, employer, q=token, employment_type="contract")
     assert total == len(items) == 0
+    beyond = ok(call("jobs.list", employer, q=token, page=2, per_page=5))
+    assert (beyond["data"], beyond["total"]) == ([], 5)
 
 
 # --- jobs.update ------------------------------------------------------------------------------------------
