@@ -54,16 +54,21 @@ JOIN events AS e ON e.id = d.event_id
 JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
 WHERE d.id = %(id)s
 """
-_LOCK = "SELECT status, attempts FROM webhook_deliveries WHERE id = %(id)s FOR UPDATE"
-_INSERT_ATTEMPT = """
+# One statement records the attempt and its outcome. Only a delivery still pending at fewer attempts is
+# changed (its row lock makes a concurrent duplicate of this attempt wait, then find nothing to do), and the
+# attempt row is written only when the delivery was: a stalled job retried while the first still ran records
+# its attempt once.
+_RECORD = """
+WITH recorded AS (
+    UPDATE webhook_deliveries
+    SET status = %(status)s, attempts = %(number)s, last_status_code = %(status_code)s, last_error = %(error)s,
+        next_attempt_at = %(next_attempt_at)s, updated_at = now()
+    WHERE id = %(id)s AND status = 'pending' AND attempts < %(number)s
+    RETURNING id
+)
 INSERT INTO webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, error, response_excerpt)
-VALUES (%(id)s, %(number)s, %(started_at)s, %(duration_ms)s, %(status_code)s, %(error)s, %(excerpt)s)
-"""
-_FINISH = """
-UPDATE webhook_deliveries
-SET status = %(status)s, attempts = %(number)s, last_status_code = %(status_code)s, last_error = %(error)s,
-    next_attempt_at = %(next_attempt_at)s, updated_at = now()
-WHERE id = %(id)s
+SELECT id, %(number)s, %(started_at)s, %(duration_ms)s, %(status_code)s, %(error)s, %(excerpt)s FROM recorded
+RETURNING delivery_id
 """
 _DISABLED = """
 UPDATE webhook_deliveries
@@ -292,46 +297,39 @@ class Deliverer:
         return url.copy_with(host=address), {"sni_hostname": url.host}, headers
 
     async def _record(self, delivery_id: str, number: int, outcome: _Outcome) -> None:
+        """The attempt and the delivery's new state; a retry's job is deferred in the same transaction."""
         waits = self._settings.webhook_retry_waits
-        async with self.pool.connection() as conn, conn.transaction():
-            cursor = await conn.execute(_LOCK, {"id": delivery_id})
-            row = await cursor.fetchone()
-            if row is None or row["status"] != "pending" or row["attempts"] >= number:
-                return  # another worker recorded this attempt (a stalled job retried while it still ran)
-            await conn.execute(
-                _INSERT_ATTEMPT,
-                {
-                    "id": delivery_id,
-                    "number": number,
-                    "started_at": outcome.started_at,
-                    "duration_ms": outcome.duration_ms,
-                    "status_code": outcome.status_code,
-                    "error": outcome.error,
-                    "excerpt": outcome.excerpt,
-                },
-            )
-            if self._metrics is not None:
-                self._metrics.deliveries.labels("succeeded" if outcome.succeeded else "failed").inc()
-            next_attempt_at = None
-            if outcome.succeeded:
-                status = "succeeded"
-            elif number >= len(waits):
-                status = "failed"
+        retry_at = None
+        if outcome.succeeded:
+            status = "succeeded"
+        elif number >= len(waits):
+            status = "failed"
+        else:
+            status = "pending"
+            retry_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=waits[number])
+        values = {
+            "id": delivery_id,
+            "status": status,
+            "number": number,
+            "started_at": outcome.started_at,
+            "duration_ms": outcome.duration_ms,
+            "status_code": outcome.status_code,
+            "error": outcome.error,
+            "excerpt": outcome.excerpt,
+            "next_attempt_at": retry_at,
+        }
+        async with self.pool.connection() as conn:
+            if retry_at is None:  # one statement, its own transaction
+                recorded = await (await conn.execute(_RECORD, values)).fetchone()
             else:
-                status = "pending"
-                next_attempt_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=waits[number])
-                await self._queue.enqueue(conn, [delivery_id], next_attempt_at)
-            await conn.execute(
-                _FINISH,
-                {
-                    "id": delivery_id,
-                    "status": status,
-                    "number": number,
-                    "status_code": outcome.status_code,
-                    "error": outcome.error,
-                    "next_attempt_at": next_attempt_at,
-                },
-            )
+                async with conn.transaction():
+                    recorded = await (await conn.execute(_RECORD, values)).fetchone()
+                    if recorded is not None:
+                        await self._queue.enqueue(conn, [delivery_id], retry_at)
+        if recorded is None:
+            return  # another worker recorded this attempt (a stalled job retried while it still ran)
+        if self._metrics is not None:
+            self._metrics.deliveries.labels("succeeded" if outcome.succeeded else "failed").inc()
         log.log(
             logging.DEBUG if outcome.succeeded else logging.INFO,
             "webhook delivery %s attempt %d: %s",
