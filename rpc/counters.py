@@ -22,7 +22,7 @@ class MemoryCounters(Storage):
 
     def __init__(self) -> None:
         super().__init__()
-        self._windows: dict[str, tuple[int, float]] = {}  # key → (count, expires at, epoch seconds)
+        self._windows: dict[str, tuple[int, float]] = {}  # key → (count, end of its window in epoch seconds)
         self._next_sweep = time.time() + SWEEP_SECONDS
 
     @property

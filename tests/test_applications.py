@@ -409,8 +409,6 @@ def test_list_paging_order_and_exact_total(call: Call, admin: Admin, job: Factor
         seen += ids(result)
     assert seen == expected
     beyond = ok(call("applications.list", owner, job_id=posting["id"], page=4, per_page=3))
-    assert (beyond["data"], beyond["total"], beyond["page"]) == ([], 7, 4)  # the total stands past the last page
-    beyond = ok(call("applications.list", owner, job_id=posting["id"], page=4, per_page=3))
     assert beyond == {"data": [], "total": 7, "page": 4, "per_page": 3}
     for params in ({"per_page": 0}, {"per_page": 101}, {"page": 0}, {"page": 101, "per_page": 100}):
         refused(call("applications.list", owner, **params), 422, "invalid_params")
