@@ -188,12 +188,11 @@ async def list_applications(ctx: Context, params: ListApplications) -> Page[Appl
         values["status"] = params.status
         where.append("a.status = %(status)s")
     condition = " AND ".join(where)
-    source = "FROM applications AS a JOIN jobs AS j ON j.id = a.job_id"
     rows, total = await page_and_total(
-        ctx.conn,
-        f"SELECT {_COLUMNS} {source} WHERE {condition} "
-        "ORDER BY a.created_at DESC, a.id DESC LIMIT %(limit)s OFFSET %(offset)s",
-        f"SELECT count(*) AS total {source} WHERE {condition}",
+        ctx,
+        _COLUMNS,
+        f"FROM applications AS a JOIN jobs AS j ON j.id = a.job_id WHERE {condition}",
+        "a.created_at DESC, a.id DESC",
         values,
     )
     data = [_as_seen_by(principal, Application(**row)) for row in rows]

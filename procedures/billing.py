@@ -431,13 +431,7 @@ async def get_invoice(ctx: Context, params: Ref) -> Invoice:
 async def _list(ctx: Context, table: str, params: PageParams, shape: type[T]) -> Page[T]:
     columns, order = _LISTS[table]
     values = {"account_id": ctx.principal.account_id, "limit": params.per_page, "offset": params.offset}
-    rows, total = await page_and_total(
-        ctx.conn,
-        f"SELECT {columns} FROM {table} WHERE account_id = %(account_id)s "
-        f"ORDER BY {order} LIMIT %(limit)s OFFSET %(offset)s",
-        f"SELECT count(*) AS total FROM {table} WHERE account_id = %(account_id)s",
-        values,
-    )
+    rows, total = await page_and_total(ctx, columns, f"FROM {table} WHERE account_id = %(account_id)s", order, values)
     items = [_convert(row, shape) for row in rows]
     return Page(data=items, total=total, page=params.page, per_page=params.per_page)
 

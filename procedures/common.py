@@ -8,8 +8,9 @@ from typing import Annotated, Any
 
 import msgspec
 
+from rpc.context import Context
+from rpc.db import one_row
 from rpc.errors import NotFound
-from rpc.types import Connection
 
 # PostgreSQL text cannot hold NUL, so no string parameter may contain one.
 NO_NUL = r"^[^\x00]*$"
@@ -33,27 +34,32 @@ def parse_id(value: Id) -> uuid.UUID:
 
 
 async def page_and_total(
-    conn: Connection, page_query: str, total_query: str, values: dict[str, Any]
+    ctx: Context, columns: str, source: str, order: str, values: dict[str, Any], total: str | None = None
 ) -> tuple[list[dict[str, Any]], int]:
-    """A page of rows and the exact total, from one statement: the total's one row joined to the page.
+    """`SELECT columns source ORDER BY order`, one page of it (`limit` and `offset` in `values`), and its exact
+    total: `count(*)` of `source`, unless `total` is a query of the one value that keeps it.
 
-    One statement, not two in a pipeline: the driver's cost is per statement, and this is the hot path.
-    Each row keeps its place in the page (`_position`); an empty page leaves the total's row alone.
+    One statement, where each row also carries the total and the check of a remembered credential (each
+    evaluated once): the driver's cost is per statement, and this is the hot path. Only a page past the end,
+    which has no row to carry them, asks for the two alone.
     """
-    cursor = await conn.execute(
-        f"SELECT counted.total AS _total, page.* FROM ({total_query}) AS counted "
-        f"LEFT JOIN LATERAL (SELECT row_number() OVER () AS _position, ordered.* FROM ({page_query}) AS ordered) "
-        "AS page ON true ORDER BY page._position",
-        values,
+    condition, credential_values = ctx.credential_condition()
+    values = {**values, **credential_values}
+    facts = f"({total or f'SELECT count(*) {source}'}) AS _total, {condition} AS _credential"
+    cursor = await ctx.conn.execute(
+        f"SELECT {columns}, {facts} {source} ORDER BY {order} LIMIT %(limit)s OFFSET %(offset)s", values
     )
-    rows = await cursor.fetchall()
-    total = int(rows[0]["_total"]) if rows else 0
-    page = []
-    for row in rows:
-        del row["_total"]
-        if row.pop("_position") is not None:
-            page.append(row)
-    return page, total
+    page = await cursor.fetchall()
+    if page:
+        first = page[0]
+    else:
+        cursor = await ctx.conn.execute(f"SELECT {facts}", values)
+        first = await one_row(cursor)
+    ctx.credential_found(bool(first["_credential"]))
+    count = int(first["_total"] or 0)  # no row of job_totals yet: no job was ever published
+    for row in page:
+        del row["_total"], row["_credential"]
+    return page, count
 
 
 def changes(params: msgspec.Struct, columns: Iterable[str]) -> dict[str, Any]:

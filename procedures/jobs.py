@@ -132,11 +132,12 @@ async def list_jobs(ctx: Context, params: ListJobs) -> Page[JobSummary]:
     condition = " AND ".join(where)
     unfiltered = len(where) == 1 and not params.mine  # the public total is kept, never counted
     rows, total = await page_and_total(
-        ctx.conn,
-        f"SELECT {_SUMMARY} FROM jobs WHERE {condition} ORDER BY jobs.created_at DESC, jobs.id DESC "
-        "LIMIT %(limit)s OFFSET %(offset)s",
-        _PUBLISHED_TOTAL if unfiltered else f"SELECT count(*) AS total FROM jobs WHERE {condition}",
+        ctx,
+        _SUMMARY,
+        f"FROM jobs WHERE {condition}",
+        "jobs.created_at DESC, jobs.id DESC",
         values,
+        total=_PUBLISHED_TOTAL if unfiltered else None,
     )
     jobs = [JobSummary(**row) for row in rows]
     return Page(data=jobs, total=total, page=params.page, per_page=params.per_page)

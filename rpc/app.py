@@ -12,6 +12,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 import procedures
 from rpc import health, payments
@@ -29,7 +30,7 @@ from rpc.openapi import openapi_document
 from rpc.panel import routes as panel
 from rpc.registry import Registry, registry
 from rpc.responses import error_response, json_response
-from rpc.services import Services, services
+from rpc.services import Services
 from rpc.settings import Settings
 from rpc.web import routes as web
 from rpc.web.state import Web
@@ -82,9 +83,6 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
         async with Services.running(settings, url, procs, catalog, deliver=deliver) as running:
             yield {"services": running, "web": Web.build(running, scope_policy(catalog))}
 
-    async def call(request: Request) -> Response:
-        return await services(request).dispatcher(request)
-
     async def openapi_json(request: Request) -> Response:
         return json_response(openapi)
 
@@ -93,7 +91,7 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
         middleware.append(Middleware(HttpsOnlyMiddleware))
     return Starlette(
         routes=[
-            Route("/v1/{name}", call, methods=ANY_METHOD),
+            Route("/v1/{name}", _CallProcedure(), methods=ANY_METHOD),
             Route("/v{version:int}/{rest:path}", unknown_version, methods=ANY_METHOD),
             *identity.routes,
             *web.routes,
@@ -106,6 +104,15 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},
     )
+
+
+class _CallProcedure:
+    """`/v1/{name}` as a bare ASGI app, the running dispatcher: the hot path skips Starlette's request-response
+    wrapper (the dispatcher renders every error itself)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        running: Services = scope["state"]["services"]
+        await running.dispatcher(scope, receive, send)
 
 
 def app_from_env() -> Starlette:

@@ -1,6 +1,10 @@
 """The one `/v1/{name}` endpoint, a chain of small steps in the contract's check order:
 find (404) → method (405) → authenticate (401) → scope (403) → limit (429) → params (415, 413, 400, 422)
 → role (403) → call (in a transaction for writes) → encode. Errors raised anywhere are rendered in one place.
+
+A GET with a remembered credential takes the same steps with the remembered principal and confirms the
+credential inside the call (`rpc.auth.remembered`): one statement in all for a list. Should the check fail,
+nothing of that call is answered: it is given back to the rate limiter and dispatched afresh, from authenticate.
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ import time
 import httpx
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from rpc.auth.authenticate import Authenticator
 from rpc.auth.principal import Principal
+from rpc.auth.remembered import CredentialCheck, Remembered, StaleCredential
 from rpc.context import Context
 from rpc.db import Pool
 from rpc.envelope import Params, encode_result
@@ -55,7 +61,12 @@ class Dispatcher:
         self._settings = settings
         self._emitter = emitter
 
-    async def __call__(self, request: Request) -> Response:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The `/v1/{name}` route's ASGI app: no request-response wrapper between the server and the call."""
+        response = await self.answer(Request(scope, receive))
+        await response(scope, receive, send)
+
+    async def answer(self, request: Request) -> Response:
         started = time.perf_counter()
         name = request.path_params.get("name", "")
         counted: list[Quota] = []  # filled once the call passes the limit step: then every answer says so
@@ -74,6 +85,16 @@ class Dispatcher:
         authorization = request.headers.get("authorization")
         if request.method == "GET":  # no body to wait for: one connection serves the whole call
             async with self._pool.connection() as conn:
+                remembered = self._authenticator.remembered(authorization)
+                if remembered is not None:
+                    digest, memory = remembered
+                    try:
+                        return await self._call_remembered(proc, conn, request, memory, counted)
+                    except StaleCredential:  # answer nothing of it: authenticate afresh, count afresh
+                        self._authenticator.forget(digest)
+                        if counted:
+                            await self._limiter.release(memory.principal.account_id, memory.principal.plan)
+                            counted.clear()
                 principal = await self._authenticator.authenticate(conn, authorization)
                 params = await self._admit(proc, request, principal, counted)
                 return await self._respond(proc, conn, request, principal, params)
@@ -82,6 +103,23 @@ class Dispatcher:
         params = await self._admit(proc, request, principal, counted)
         async with self._pool.connection() as conn:
             return await self._respond(proc, conn, request, principal, params)
+
+    async def _call_remembered(
+        self, proc: Procedure, conn: Connection, request: Request, memory: Remembered, counted: list[Quota]
+    ) -> Response:
+        """A read for a remembered credential: its check rides in the read's statement, or runs after the read;
+        either way it is confirmed before anything of the call, an error included, is answered."""
+        check = CredentialCheck(memory)
+        try:
+            params = await self._admit(proc, request, memory.principal, counted)
+            response = await self._respond(proc, conn, request, memory.principal, params, check)
+        except StaleCredential:
+            raise
+        except Exception:
+            await check.confirm(conn)
+            raise
+        await check.confirm(conn)
+        return response
 
     def _find(self, name: str, method: str) -> Procedure:
         proc = self._registry.get(name)
@@ -105,7 +143,13 @@ class Dispatcher:
         return params
 
     async def _respond(
-        self, proc: Procedure, conn: Connection, request: Request, principal: Principal, params: Params
+        self,
+        proc: Procedure,
+        conn: Connection,
+        request: Request,
+        principal: Principal,
+        params: Params,
+        credential: CredentialCheck | None = None,
     ) -> Response:
         ctx = Context(
             principal=principal,
@@ -115,6 +159,7 @@ class Dispatcher:
             settings=self._settings,
             emitter=self._emitter,
             http=self._http,
+            credential=credential,
         )
         if proc.write:
             async with conn.transaction():

@@ -45,14 +45,23 @@ class Metrics:
         self.rate_limited = Counter(
             "hire_rate_limited", "Calls refused with 429 by the per-account budget.", registry=self.registry
         )
+        # The series of each (procedure, status) seen: procedures are registered names, statuses few.
+        self._series: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
         self.deliveries = Counter(
             "hire_webhook_attempts", "Webhook delivery attempts by outcome.", ["outcome"], registry=self.registry
         )
 
     def observe(self, procedure: str, status: int, started: float) -> None:
         """One API call, from `time.perf_counter()` at its start."""
-        self.requests.labels(procedure, str(status)).inc()
-        self.latency.labels(procedure).observe(time.perf_counter() - started)
+        series = self._series.get((procedure, status))
+        if series is None:  # labels() takes a lock and builds its key on every call: once per pair is enough
+            series = self._series[procedure, status] = (
+                self.requests.labels(procedure, str(status)),
+                self.latency.labels(procedure),
+            )
+        calls, latency = series
+        calls.inc()
+        latency.observe(time.perf_counter() - started)
         if status == 429:
             self.rate_limited.inc()
 

@@ -21,6 +21,7 @@ from limits import RateLimitItem, RateLimitItemPerDay, RateLimitItemPerMinute
 from limits.aio.storage import Storage
 
 from rpc.catalog import Plan
+from rpc.counters import MemoryCounters
 from rpc.errors import RateLimited
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,8 @@ class RateLimiter:
 
     def __init__(self, storage: Storage, plans: Mapping[str, Plan]) -> None:
         self._storage = storage
+        # In-process counters have nothing to wait for: no timer armed and cancelled on every call.
+        self._timeout = None if isinstance(storage, MemoryCounters) else STORE_TIMEOUT_SECONDS
         self._windows = {
             name: (RateLimitItemPerMinute(plan.per_minute), RateLimitItemPerDay(plan.per_day))
             for name, plan in plans.items()
@@ -69,13 +72,22 @@ class RateLimiter:
         """Count one call; the tighter window's quota, or None when the store is down. Raises OverLimit."""
         minute, day = self._windows[plan]
         try:
-            async with asyncio.timeout(STORE_TIMEOUT_SECONDS):
+            async with asyncio.timeout(self._timeout):
                 return await self._count(account_id, minute, day)
         except OverLimit:
             raise
         except Exception as exc:
             log.warning("rate-limit store unavailable, not limiting: %s", type(exc).__name__)
             return None
+
+    async def release(self, account_id: str, plan: str) -> None:
+        """Give back a call that `count` counted in both windows but that is answered as if never made."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                for item in self._windows[plan]:
+                    await self._storage.incr(item.key_for(account_id), item.get_expiry(), amount=-1)
+        except Exception as exc:
+            log.warning("rate-limit store unavailable, a call stays counted: %s", type(exc).__name__)
 
     async def _count(self, account_id: str, minute: RateLimitItem, day: RateLimitItem) -> Quota:
         minute_key, day_key = minute.key_for(account_id), day.key_for(account_id)

@@ -408,20 +408,6 @@ def test_production_accepts_live_keys(production: httpx.Client, admin: Admin, em
     assert response.headers["Strict-Transport-Security"].startswith("max-age=")
 
 
-def test_recent_session_tokens_are_remembered_until_they_expire() -> None:
-    from rpc.auth.authenticate import RecentSessionTokens
-
-    recent = RecentSessionTokens(size=2)
-    recent.remember("a", "user-a", time.time() + 60)
-    recent.remember("b", "user-b", time.time() - 1)
-    assert recent.subject("a") == "user-a"
-    assert recent.subject("b") is None, "an expired token is verified again (and answered token_expired)"
-    recent.remember("c", "user-c", time.time() + 60)
-    recent.remember("d", "user-d", time.time() + 60)
-    assert recent.subject("a") is None, "bounded: the least recently used is forgotten"
-    assert (recent.subject("c"), recent.subject("d")) == ("user-c", "user-d")
-
-
 def test_a_remembered_token_still_needs_its_user(client: httpx.Client, admin: Admin) -> None:
     user = admin.user("employer")
     assert client.get("/v1/profile.me", headers=user.auth).status_code == 200  # verified and remembered

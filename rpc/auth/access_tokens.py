@@ -51,6 +51,7 @@ class AccessClaims:
     client_id: str
     grant_id: str
     scopes: frozenset[str]
+    expires: float
 
 
 def issue(
@@ -95,4 +96,10 @@ def verify(keyring: KeyRing, settings: Settings, token: str, header: dict[str, A
     client_id, scope = claims["client_id"], claims["scope"]
     if not isinstance(client_id, str) or not isinstance(scope, str):
         raise InvalidToken()
-    return AccessClaims(user_id=user_id, client_id=client_id, grant_id=grant_id, scopes=frozenset(scope.split()))
+    return AccessClaims(
+        user_id=user_id,
+        client_id=client_id,
+        grant_id=grant_id,
+        scopes=frozenset(scope.split()),
+        expires=float(claims["exp"]),
+    )
