@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import procrastinate
 from procrastinate import JobContext
 from procrastinate.schema import SchemaManager
@@ -29,6 +28,7 @@ from procrastinate.types import JSONDict
 from rpc.crypto import Sealer
 from rpc.db import Pool
 from rpc.metrics import Metrics
+from rpc.sender import Answer, Sender
 from rpc.settings import Settings
 from rpc.ssrf import AddressGuard, BlockedDestination
 from rpc.types import Connection
@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 QUEUE = "webhooks"
 DELIVER_TASK = "hire.deliver_webhook"
 ENDPOINT_SEAL_PURPOSE = "webhook_endpoints.secret"
-EXCERPT_BYTES = 1024
 USER_AGENT = "HireAPI-Webhooks/1.0"
 
 _LOAD = """
@@ -186,16 +185,14 @@ class Deliverer:
         settings: Settings,
         pool: Pool,
         queue: Queue,
-        http: httpx.AsyncClient,
-        guard: AddressGuard | None,
+        sender: Sender,
         metrics: Metrics | None = None,
     ) -> None:
         self._metrics = metrics
         self._settings = settings
         self.pool = pool
         self._queue = queue
-        self._http = http
-        self._guard = guard
+        self._sender = sender
         self._sealer = Sealer(settings.secret_key)
         self._gates = _Gates(settings.webhook_per_endpoint)
 
@@ -260,22 +257,11 @@ class Deliverer:
     async def _post(self, delivery_id: str, target: _Target) -> _Outcome:
         started_at = dt.datetime.now(dt.UTC)
         clock = time.monotonic()
-        status_code: int | None = None
-        excerpt: str | None = None
+        answer: Answer | None = None
         error: str | None = None
         try:
             async with asyncio.timeout(self._settings.webhook_timeout):
-                url, extensions, headers = await self._destination(target.url)
-                headers.update(self._headers(delivery_id, target))
-                request = self._http.build_request(  # the deadline is ours, not the client's default 5 s
-                    "POST", url, content=target.body, headers=headers, extensions=extensions, timeout=None
-                )
-                response = await self._http.send(request, stream=True)
-                try:
-                    status_code = response.status_code
-                    excerpt = await _excerpt(response)
-                finally:
-                    await response.aclose()
+                answer = await self._sender.post(target.url, target.body, self._headers(delivery_id, target))
         except TimeoutError:
             error = f"timed out after {self._settings.webhook_timeout:g} s"
         except BlockedDestination as exc:
@@ -283,18 +269,9 @@ class Deliverer:
         except Exception as exc:  # whatever went wrong is this attempt's failure, recorded and retried
             error = f"{type(exc).__name__}: {exc}"[:500]
         duration_ms = round((time.monotonic() - clock) * 1000)
-        return _Outcome(started_at, duration_ms, status_code, error, excerpt)
-
-    async def _destination(self, raw_url: str) -> tuple[httpx.URL, dict[str, Any], dict[str, str]]:
-        """The URL to connect to: in production, the checked address, with TLS verified against the host."""
-        url = httpx.URL(raw_url)
-        if self._guard is None:
-            return url, {}, {}
-        address = await self._guard.resolve(url)
-        # The pool keys connections by address, not by name: a kept-alive TLS connection checked for one
-        # host name must never carry another name's delivery to the same address. So no keep-alive here.
-        headers = {"Host": url.netloc.decode("ascii"), "Connection": "close"}
-        return url.copy_with(host=address), {"sni_hostname": url.host}, headers
+        if answer is None:
+            return _Outcome(started_at, duration_ms, None, error, None)
+        return _Outcome(started_at, duration_ms, answer.status_code, None, answer.excerpt)
 
     async def _record(self, delivery_id: str, number: int, outcome: _Outcome) -> None:
         """The attempt and the delivery's new state; a retry's job is deferred in the same transaction."""
@@ -337,16 +314,6 @@ class Deliverer:
             number,
             outcome.status_code or outcome.error,
         )
-
-
-async def _excerpt(response: httpx.Response) -> str:
-    """The first KiB of the answer; the rest is never read."""
-    collected = b""
-    async for chunk in response.aiter_raw():
-        collected += chunk
-        if len(collected) >= EXCERPT_BYTES:
-            break
-    return collected[:EXCERPT_BYTES].decode("utf-8", errors="replace")
 
 
 async def deliver_webhook(context: JobContext, delivery_id: str) -> None:

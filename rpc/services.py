@@ -26,6 +26,7 @@ from rpc.metrics import Metrics
 from rpc.providers import Provider
 from rpc.ratelimit import RateLimiter
 from rpc.registry import Registry
+from rpc.sender import Sender
 from rpc.settings import Settings
 from rpc.throttle import Throttle, open_storage
 from rpc.webhooks import Webhooks
@@ -106,35 +107,33 @@ class Services:
             if not deliver:
                 yield services
                 return
-            deliverer = Deliverer(settings, pool, queue, http, guard(settings), metrics)
-            worker = asyncio.create_task(
-                run_worker(
-                    queue_application,
-                    deliverer,
-                    emitter,
-                    settings,
-                    concurrency=IN_PROCESS_CONCURRENCY,
-                    signals=False,
+            async with Sender(guard(settings)) as sender:
+                deliverer = Deliverer(settings, pool, queue, sender, metrics)
+                worker = asyncio.create_task(
+                    run_worker(
+                        queue_application,
+                        deliverer,
+                        emitter,
+                        settings,
+                        concurrency=IN_PROCESS_CONCURRENCY,
+                        signals=False,
+                    )
                 )
-            )
-            try:
-                yield services
-            finally:
-                worker.cancel()  # procrastinate stops taking jobs and waits for the running attempts
-                with contextlib.suppress(asyncio.CancelledError):
-                    await worker
+                try:
+                    yield services
+                finally:
+                    worker.cancel()  # procrastinate stops taking jobs and waits for the running attempts
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await worker
 
 
 async def deliver_only(settings: Settings, database_url: str, catalog: Catalog, concurrency: int) -> None:
     """`bin/worker`: delivery and the periodic work alone, until SIGTERM; running attempts are drained first."""
-    async with (
-        open_pool(settings, database_url) as pool,
-        httpx.AsyncClient(trust_env=False, follow_redirects=False) as http,
-    ):
+    async with open_pool(settings, database_url) as pool, Sender(guard(settings)) as sender:
         app = queue_app(catalog.periodic)
         await app.open_async(pool)
         queue = Queue(app)
-        deliverer = Deliverer(settings, pool, queue, http, guard(settings))
+        deliverer = Deliverer(settings, pool, queue, sender)
         await run_worker(app, deliverer, Emitter(settings, queue), settings, concurrency=concurrency, signals=True)
 
 

@@ -29,6 +29,7 @@ from rpc.admin import AdminError
 from rpc.db import open_pool
 from rpc.delivery import Deliverer, Queue, guard, queue_app
 from rpc.events import Emitter
+from rpc.sender import Sender
 from rpc.settings import Settings
 from rpc.ssrf import AddressGuard, BlockedDestination, embedded_ipv4, permitted
 from rpc.webhooks import TestEvent as WebhookTestEvent  # not collected as a test class
@@ -273,14 +274,11 @@ def emit_test_event(admin: Admin, user: User, endpoint_id: str) -> str:
 
 def attempt(settings: Settings, database_url: str, *delivery_ids: str, verify: ssl.SSLContext | bool = True) -> None:
     """One attempt of each delivery in turn, by one Deliverer built the way `bin/worker` builds it
-    (rpc.delivery.work: one HTTP client for all attempts)."""
+    (rpc.services.deliver_only: one sender for all attempts)."""
 
     async def go() -> None:
-        async with (
-            open_pool(settings, database_url) as pool,
-            httpx.AsyncClient(trust_env=False, follow_redirects=False, verify=verify) as http,
-        ):
-            deliverer = Deliverer(settings, pool, Queue(queue_app()), http, guard(settings))
+        async with open_pool(settings, database_url) as pool, Sender(guard(settings), verify) as sender:
+            deliverer = Deliverer(settings, pool, Queue(queue_app()), sender)
             for delivery_id in delivery_ids:
                 await deliverer.attempt(delivery_id)
 
