@@ -1425,6 +1425,7 @@ UPDATE webhook_deliveries
 SET status = 'failed', last_error = 'bench: purged before the delivery scenario', next_attempt_at = NULL
 WHERE status = 'pending'
 """
+_VACUUM_QUEUE = "VACUUM (ANALYZE) procrastinate_jobs, procrastinate_events, webhook_deliveries"
 _CREATED_SINCE = """
 SELECT id::text AS id, extract(epoch FROM created_at)::float8 AS created
 FROM webhook_deliveries WHERE created_at >= to_timestamp(%(since)s)
@@ -1432,10 +1433,16 @@ FROM webhook_deliveries WHERE created_at >= to_timestamp(%(since)s)
 
 
 async def purge_backlog(url: str) -> None:
-    """Forget the deliveries the write scenario queued (no worker ran then), so that a round starts empty."""
-    async with await ops.connect(url) as conn, conn.transaction():
-        await conn.execute(_PURGE_JOBS, {"queue": QUEUE, "task": DELIVER_TASK})
-        await conn.execute(_PURGE_DELIVERIES)
+    """Forget the deliveries the write scenario queued (no worker ran then), so that a round starts empty.
+
+    And vacuum what the purge left dead: thousands of deleted jobs at the head of the queue's index would make
+    every fetch step over them until autovacuum came (measured: 2.4 ms a fetch instead of 0.3 ms, half the
+    rate), which times the purge, not the worker. A running service never deletes a backlog like that."""
+    async with await ops.connect(url) as conn:
+        async with conn.transaction():
+            await conn.execute(_PURGE_JOBS, {"queue": QUEUE, "task": DELIVER_TASK})
+            await conn.execute(_PURGE_DELIVERIES)
+        await conn.execute(_VACUUM_QUEUE)
 
 
 async def deliveries_since(url: str, since: float) -> dict[str, float]:
