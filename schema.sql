@@ -86,6 +86,7 @@ CREATE TABLE IF NOT EXISTS refresh_tokens (
 );
 CREATE INDEX IF NOT EXISTS refresh_tokens_family_idx ON refresh_tokens (family_id);
 CREATE INDEX IF NOT EXISTS refresh_tokens_user_idx ON refresh_tokens (user_id);
+CREATE INDEX IF NOT EXISTS refresh_tokens_expires_idx ON refresh_tokens (expires_at);  -- rpc/housekeeping.py
 
 -- Token-signing keys of the built-in identity provider; the private key is sealed with SERVICE_SECRET_KEY.
 CREATE TABLE IF NOT EXISTS signing_keys (
@@ -483,6 +484,7 @@ CREATE TABLE IF NOT EXISTS oauth_refresh_tokens (
     CONSTRAINT oauth_refresh_tokens_token_hash_key UNIQUE (token_hash)
 );
 CREATE INDEX IF NOT EXISTS oauth_refresh_tokens_grant_idx ON oauth_refresh_tokens (grant_id);
+CREATE INDEX IF NOT EXISTS oauth_refresh_tokens_expires_idx ON oauth_refresh_tokens (expires_at);
 
 -- Browser sessions of the web sign-in (consent page, panel): the cookie holds a random id, the row its hash.
 CREATE TABLE IF NOT EXISTS web_sessions (

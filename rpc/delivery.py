@@ -25,6 +25,7 @@ from procrastinate import JobContext
 from procrastinate.schema import SchemaManager
 from procrastinate.types import JSONDict
 
+from rpc import housekeeping
 from rpc.crypto import Sealer
 from rpc.db import Pool
 from rpc.metrics import Metrics
@@ -111,6 +112,7 @@ def queue_app(periodic: Mapping[str, Periodic] | None = None) -> procrastinate.A
     app = procrastinate.App(connector=procrastinate.PsycopgConnector())
     app.task(name=DELIVER_TASK, queue=QUEUE, pass_context=True)(deliver_webhook)
     _schedule(app, "retry_stalled_jobs", "* * * * * */5", retry_stalled_jobs)  # every 5 seconds
+    _schedule(app, "forget_expired", housekeeping.SCHEDULE, forget_expired_credentials)
     for name, job in (periodic or {}).items():
         _schedule(app, name, job.cron, _periodic(job))
     return app
@@ -329,6 +331,14 @@ async def retry_stalled_jobs(context: JobContext, timestamp: int) -> None:
     for job in await manager.get_stalled_jobs(seconds_since_heartbeat=stalled_after):
         log.warning("retrying stalled job %s of a worker that stopped", job.id)
         await manager.retry_job(job)
+
+
+async def forget_expired_credentials(context: JobContext, timestamp: int) -> None:
+    """The hourly clean-up of expired sessions and refresh tokens (`rpc.housekeeping`)."""
+    deliverer: Deliverer = context.additional_context["deliverer"]
+    async with deliverer.pool.connection() as conn:
+        gone = await housekeeping.forget_expired(conn)
+    log.info("forgot %d expired sessions and refresh tokens", gone)
 
 
 def guard(settings: Settings) -> AddressGuard | None:

@@ -1,0 +1,69 @@
+"""The hourly clean-up of credentials nothing can use any more (rpc.housekeeping)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import uuid
+
+from rpc import admin as ops
+from rpc import housekeeping
+from rpc.delivery import forget_expired_credentials, queue_app
+from tests.support import Admin, User
+
+EXPIRED, LIVE = "now() - interval '1 second'", "now() + interval '1 hour'"
+
+
+def _seed(admin: Admin, user: User) -> dict[str, dict[str, str]]:
+    """An expired and a live row in each table the clean-up looks at; their ids by table and state."""
+    client_id = f"client-{uuid.uuid4().hex[:12]}"
+    admin.sql(
+        """INSERT INTO oauth_clients (id, account_id, name, redirect_uris, scopes)
+           VALUES (%(id)s, %(account)s, 'Housekeeping', ARRAY['https://app.example/cb'], ARRAY['read:jobs'])""",
+        {"id": client_id, "account": user.account_id},
+    )
+    [grant] = admin.sql(
+        """INSERT INTO oauth_grants (client_id, user_id, scopes, expires_at)
+           VALUES (%(client)s, %(user)s, ARRAY['read:jobs'], now() + interval '30 days') RETURNING id::text AS id""",
+        {"client": client_id, "user": user.user_id},
+    )
+    inserts = {
+        "web_sessions": "INSERT INTO web_sessions (token_hash, user_id, expires_at) VALUES (%(hash)s, %(user)s, {at})",
+        "refresh_tokens": """INSERT INTO refresh_tokens (family_id, user_id, token_hash, expires_at)
+                             VALUES (gen_random_uuid(), %(user)s, %(hash)s, {at})""",
+        "oauth_refresh_tokens": """INSERT INTO oauth_refresh_tokens (grant_id, token_hash, expires_at)
+                                   VALUES (%(grant)s, %(hash)s, {at})""",
+    }
+    seeded: dict[str, dict[str, str]] = {}
+    for table, insert in inserts.items():
+        for state, at in (("expired", EXPIRED), ("live", LIVE)):
+            [row] = admin.sql(
+                insert.format(at=at) + " RETURNING id::text AS id",
+                {"hash": secrets.token_bytes(32), "user": user.user_id, "grant": grant["id"]},
+            )
+            seeded.setdefault(table, {})[state] = row["id"]
+    return seeded
+
+
+def _present(admin: Admin, table: str, ids: list[str]) -> set[str]:
+    rows = admin.sql(f"SELECT id::text AS id FROM {table} WHERE id = ANY(%(ids)s::uuid[])", {"ids": ids})
+    return {row["id"] for row in rows}
+
+
+def test_expired_sessions_and_refresh_tokens_go_and_live_ones_stay(admin: Admin, employer: User) -> None:
+    seeded = _seed(admin, employer)
+
+    async def clean() -> int:
+        async with await ops.connect(admin.database_url) as conn:
+            return await housekeeping.forget_expired(conn)
+
+    assert asyncio.run(clean()) >= 3  # other tests' rows of this database may have expired too
+    for table, ids in seeded.items():
+        assert _present(admin, table, list(ids.values())) == {ids["live"]}, table
+
+
+def test_the_workers_run_it_every_hour() -> None:
+    tasks = queue_app().periodic_registry.periodic_tasks
+    [periodic] = [task for (name, _), task in tasks.items() if name == "hire.forget_expired"]
+    assert periodic.cron == housekeeping.SCHEDULE == "17 * * * *"
+    assert periodic.task.func is forget_expired_credentials
