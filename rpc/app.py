@@ -76,7 +76,7 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
         raise ValueError("no database: set DATABASE_URL, or start the service with bin/serve")
     procs = load_registry()
     catalog = load_catalog()
-    openapi = openapi_document(procs, settings.public_url, version())
+    openapi = openapi_document(procs, settings.public_url, version(), catalog.scopes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Services | Web]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -19,7 +20,8 @@ _ERRORS = {
 }
 
 
-def openapi_document(registry: Registry, public_url: str, version: str) -> bytes:
+def openapi_document(registry: Registry, public_url: str, version: str, scopes: Mapping[str, str]) -> bytes:
+    """The document; `scopes` (name: what it allows) are offered to third-party apps by the OAuth scheme."""
     procedures = list(registry)
     types: list[Any] = [ErrorBody]
     for proc in procedures:
@@ -34,7 +36,7 @@ def openapi_document(registry: Registry, public_url: str, version: str) -> bytes
         common = {
             "summary": proc.doc.splitlines()[0],
             "description": proc.doc + _who(proc.roles),
-            "security": [{"bearer": [proc.scope]}],
+            "security": [{"bearer": [proc.scope]}, {"oauth2": [proc.scope]}],
             "responses": responses,
         }
         item = {"post": {**common, "operationId": proc.name, "requestBody": {"content": _json(params_ref)}}}
@@ -54,7 +56,19 @@ def openapi_document(registry: Registry, public_url: str, version: str) -> bytes
                     "type": "http",
                     "scheme": "bearer",
                     "description": "A session JWT, an API key (service_live_/service_test_), or an OAuth access token.",
-                }
+                },
+                "oauth2": {
+                    "type": "oauth2",
+                    "description": "Third-party apps: the authorization code flow with PKCE (S256).",
+                    "flows": {
+                        "authorizationCode": {
+                            "authorizationUrl": f"{public_url}/oauth/authorize",
+                            "tokenUrl": f"{public_url}/oauth/token",
+                            "refreshUrl": f"{public_url}/oauth/token",
+                            "scopes": dict(scopes),
+                        }
+                    },
+                },
             },
         },
     }

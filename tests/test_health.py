@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from rpc.app import load_registry
+from rpc.app import load_catalog, load_registry
 from tests.conftest import Databases
 from tests.support import Admin, LiveServer, User, settings_for
 
@@ -27,8 +27,11 @@ def test_openapi_lists_every_procedure_with_its_scope(client: httpx.Client) -> N
     for proc in load_registry():
         operation = document["paths"][f"/v1/{proc.name}"]
         assert set(operation) == ({"post"} if proc.write else {"get", "post"})
-        assert operation["post"]["security"] == [{"bearer": [proc.scope]}]
+        assert operation["post"]["security"] == [{"bearer": [proc.scope]}, {"oauth2": [proc.scope]}]
         assert operation["post"]["description"].startswith(proc.doc.splitlines()[0])
+    flow = document["components"]["securitySchemes"]["oauth2"]["flows"]["authorizationCode"]
+    assert flow["authorizationUrl"].endswith("/oauth/authorize") and flow["tokenUrl"].endswith("/oauth/token")
+    assert set(flow["scopes"]) == set(load_catalog().scopes)
     schemas = document["components"]["schemas"]
     assert "Job" in schemas
     assert set(schemas["JobSummary"]["properties"]) == {"id", "title", "company", "location", "status", "created_at"}
