@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -12,7 +12,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import procedures
 from rpc import health, payments
@@ -68,7 +68,7 @@ async def prepare_database(settings: Settings, database_url: str) -> int:
     return await migrate(database_url, ensure_queue_schema, lambda conn: ensure_signing_key(conn, sealer))
 
 
-def create_app(settings: Settings, database_url: str | None = None, *, deliver: bool = True) -> Starlette:
+def create_app(settings: Settings, database_url: str | None = None, *, deliver: bool = True) -> Front:
     """The whole service as an ASGI app; `database_url` overrides the settings' (the embedded database's);
     with `deliver`, webhook delivery runs in the same process."""
     url = database_url or settings.database_url
@@ -86,13 +86,12 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
     async def openapi_json(request: Request) -> Response:
         return json_response(openapi)
 
-    middleware = [Middleware(RequestIdMiddleware)]
+    wrappers: list[Callable[[ASGIApp], ASGIApp]] = [RequestIdMiddleware]
     if settings.production:
-        middleware.append(Middleware(HttpsOnlyMiddleware))
-    return Starlette(
+        wrappers.append(HttpsOnlyMiddleware)
+    site = Starlette(
         routes=[
-            Route("/v1/{name}", _CallProcedure(), methods=ANY_METHOD),
-            Route("/v{version:int}/{rest:path}", unknown_version, methods=ANY_METHOD),
+            Route("/v{version:int}/{rest:path}", unknown_version, methods=ANY_METHOD),  # v1's own: see Front
             *identity.routes,
             *web.routes,
             *panel.routes,
@@ -100,27 +99,58 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
             *health.routes,
             Route("/openapi.json", openapi_json, methods=["GET"]),
         ],
-        middleware=middleware,
+        middleware=[Middleware(wrap) for wrap in wrappers],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},
     )
+    return Front(site, wrappers)
 
 
-class _CallProcedure:
-    """`/v1/{name}` as a bare ASGI app, the running dispatcher: the hot path skips Starlette's request-response
-    wrapper (the dispatcher renders every error itself)."""
+_CALL_PREFIX = "/v1/"
+
+
+class Front:
+    """The app uvicorn serves. A procedure call goes straight to the dispatcher, through the same middleware
+    but past Starlette's router and its two exception layers, which a call never needs: the dispatcher
+    renders every error itself, a 500 included. Anything else (lifespan too) goes to the Starlette app."""
+
+    def __init__(self, site: Starlette, middleware: Sequence[Callable[[ASGIApp], ASGIApp]]) -> None:
+        self.site = site
+        call: ASGIApp = _call_procedure
+        for wrap in reversed(middleware):
+            call = wrap(call)
+        self._call = call
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        running: Services = scope["state"]["services"]
-        await running.dispatcher(scope, receive, send)
+        if scope["type"] == "http":
+            name = _procedure_name(scope["path"])
+            if name is not None:
+                scope["path_params"] = {"name": name}
+                await self._call(scope, receive, send)
+                return
+        await self.site(scope, receive, send)
 
 
-def app_from_env() -> Starlette:
+def _procedure_name(path: str) -> str | None:
+    """`name` of `/v1/{name}`, as Starlette's route would match it; None for any other path."""
+    if not path.startswith(_CALL_PREFIX):
+        return None
+    name = path[len(_CALL_PREFIX) :]
+    return name if name and "/" not in name else None
+
+
+async def _call_procedure(scope: Scope, receive: Receive, send: Send) -> None:
+    """The running dispatcher, from the lifespan state uvicorn copies into every request's scope."""
+    running: Services = scope["state"]["services"]
+    await running.dispatcher(scope, receive, send)
+
+
+def app_from_env() -> Front:
     """The uvicorn factory of `bin/serve --workers N`: settings from the environment, delivery in-process."""
     return create_app(Settings.from_env())
 
 
-def app_from_env_without_delivery() -> Starlette:
+def app_from_env_without_delivery() -> Front:
     """The uvicorn factory of `bin/serve --workers N --no-worker`."""
     return create_app(Settings.from_env(), deliver=False)
 
