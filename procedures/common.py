@@ -39,13 +39,10 @@ async def page_and_total(
     """`SELECT columns source ORDER BY order`, one page of it (`limit` and `offset` in `values`), and its exact
     total: `count(*)` of `source`, unless `total` is a query of the one value that keeps it.
 
-    One statement, where each row also carries the total and the check of a remembered credential (each
-    evaluated once): the driver's cost is per statement, and this is the hot path. Only a page past the end,
-    which has no row to carry them, asks for the two alone.
+    One statement, where each row also carries the total (evaluated once): the driver's cost is per statement.
+    Only a page past the end, which has no row to carry it, asks for the total alone.
     """
-    condition, credential_values = ctx.credential_condition()
-    values = {**values, **credential_values}
-    facts = f"({total or f'SELECT count(*) {source}'}) AS _total, {condition} AS _credential"
+    facts = f"({total or f'SELECT count(*) {source}'}) AS _total"
     cursor = await ctx.conn.execute(
         f"SELECT {columns}, {facts} {source} ORDER BY {order} LIMIT %(limit)s OFFSET %(offset)s", values
     )
@@ -55,10 +52,9 @@ async def page_and_total(
     else:
         cursor = await ctx.conn.execute(f"SELECT {facts}", values)
         first = await one_row(cursor)
-    ctx.credential_found(bool(first["_credential"]))
     count = int(first["_total"] or 0)  # no row of job_totals yet: no job was ever published
     for row in page:
-        del row["_total"], row["_credential"]
+        del row["_total"]
     return page, count
 
 

@@ -48,10 +48,8 @@ _SELECT = f"SELECT {_COLUMNS} FROM users WHERE id = %(id)s"
 @procedure("profile.me", scope="read:profile")
 async def me(ctx: Context, params: Empty) -> Profile:
     """Your profile."""
-    condition, credential_values = ctx.credential_condition()  # holds only while the user exists
-    cursor = await ctx.conn.execute(f"{_SELECT} AND {condition}", {"id": ctx.principal.user_id, **credential_values})
+    cursor = await ctx.conn.execute(_SELECT, {"id": ctx.principal.user_id})
     row = await cursor.fetchone()
-    ctx.credential_found(row is not None)
     if row is None:
         raise NotFound("Your user no longer exists.")
     return Profile(**row)

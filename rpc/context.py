@@ -2,52 +2,49 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 import msgspec
 
 from rpc.auth.principal import Principal
-from rpc.auth.remembered import CredentialCheck
 from rpc.events import Emitter
 from rpc.settings import Settings
 from rpc.types import Connection
 
+TransactionOpener = Callable[[], AbstractAsyncContextManager[Connection]]
+
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """The caller and their address, a connection (inside the call's transaction for writes), the request's
-    id, and the shared HTTP client for the few procedures that call out (the payment provider).
+    """The caller and their address, the request's id, the call's connection (inside the call's transaction for
+    writes), and the shared HTTP client for the few procedures that call another service.
 
-    `credential` is set when a read runs for a remembered credential that is not confirmed yet: the read may
-    fold its condition into a statement (`credential_condition`, then `credential_found`); if none does, the
-    dispatcher confirms it after the read, before anything is answered. So reads must have no side effects.
+    A procedure registered with `calls_out=True` (it waits on another service) gets no connection: it opens
+    short transactions of its own with `transaction()`, so that nothing is held while it waits.
     """
 
     principal: Principal
-    conn: Connection
     request_id: str
     client_address: str
     settings: Settings
     emitter: Emitter
     http: httpx.AsyncClient
-    credential: CredentialCheck | None = None
+    connection: Connection | None
+    transactions: TransactionOpener
+
+    @property
+    def conn(self) -> Connection:
+        if self.connection is None:
+            raise RuntimeError("a procedure that calls out opens its own transactions: use ctx.transaction()")
+        return self.connection
+
+    def transaction(self) -> AbstractAsyncContextManager[Connection]:
+        """A connection of its own in a transaction of its own, the caller's credential confirmed inside it."""
+        return self.transactions()
 
     async def emit(self, kind: str, data: msgspec.Struct, account_ids: Iterable[str]) -> None:
         """Announce a change to `account_ids`; committed (or rolled back) with the change itself."""
         await self.emitter.emit(self.conn, kind, data, account_ids)
-
-    def credential_condition(self) -> tuple[str, Mapping[str, Any]]:
-        """SQL that holds while the caller's credential stands, and its values, to AND into a statement of the
-        call: its confirmation then costs no statement of its own. Placeholders are named `credential_*`."""
-        if self.credential is None:
-            return "true", {}
-        return self.credential.condition, self.credential.values
-
-    def credential_found(self, found: bool) -> None:
-        """Report whether a statement carrying `credential_condition` found its row, from a statement that
-        always finds one while the credential stands. Raises StaleCredential when it found none."""
-        if self.credential is not None:
-            self.credential.report(found)

@@ -2,15 +2,18 @@
 find (404) → method (405) → authenticate (401) → scope (403) → limit (429) → params (415, 413, 400, 422)
 → role (403) → call (in a transaction for writes) → encode. Errors raised anywhere are rendered in one place.
 
-A GET with a remembered credential takes the same steps with the remembered principal and confirms the
-credential inside the call (`rpc.auth.remembered`): one statement in all for a list. Should the check fail,
-nothing of that call is answered: it is given back to the rate limiter and dispatched afresh, from authenticate.
+Authentication always asks the database (a remembered credential runs its one lookup again), before the body
+is read and without holding a connection while it arrives. A write then confirms the credential once more as
+the first statement of its own transaction, so that a key revoked, a user removed or a role changed while the
+body was arriving stops the write (CONTRACT.md §23).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 
 import httpx
 from starlette.requests import Request
@@ -19,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 
 from rpc.auth.authenticate import Authenticator
 from rpc.auth.principal import Principal
-from rpc.auth.remembered import CredentialCheck, Remembered, StaleCredential
+from rpc.auth.remembered import Credential
 from rpc.context import Context
 from rpc.db import Pool
 from rpc.envelope import Params, encode_result
@@ -85,41 +88,16 @@ class Dispatcher:
         authorization = request.headers.get("authorization")
         if request.method == "GET":  # no body to wait for: one connection serves the whole call
             async with self._pool.connection() as conn:
-                remembered = self._authenticator.remembered(authorization)
-                if remembered is not None:
-                    digest, memory = remembered
-                    try:
-                        return await self._call_remembered(proc, conn, request, memory, counted)
-                    except StaleCredential:  # answer nothing of it: authenticate afresh, count afresh
-                        self._authenticator.forget(digest)
-                        if counted:
-                            await self._limiter.release(memory.principal.account_id, memory.principal.plan)
-                            counted.clear()
-                principal = await self._authenticator.authenticate(conn, authorization)
-                params = await self._admit(proc, request, principal, counted)
-                return await self._respond(proc, conn, request, principal, params)
+                credential = await self._authenticator.authenticate(conn, authorization)
+                params = await self._admit(proc, request, credential.principal, counted)
+                return await self._respond(proc, request, credential, params, conn)
         async with self._pool.connection() as conn:  # given back while the body arrives
-            principal = await self._authenticator.authenticate(conn, authorization)
-        params = await self._admit(proc, request, principal, counted)
+            credential = await self._authenticator.authenticate(conn, authorization)
+        params = await self._admit(proc, request, credential.principal, counted)
+        if proc.calls_out:
+            return await self._respond(proc, request, credential, params, None)
         async with self._pool.connection() as conn:
-            return await self._respond(proc, conn, request, principal, params)
-
-    async def _call_remembered(
-        self, proc: Procedure, conn: Connection, request: Request, memory: Remembered, counted: list[Quota]
-    ) -> Response:
-        """A read for a remembered credential: its check rides in the read's statement, or runs after the read;
-        either way it is confirmed before anything of the call, an error included, is answered."""
-        check = CredentialCheck(memory)
-        try:
-            params = await self._admit(proc, request, memory.principal, counted)
-            response = await self._respond(proc, conn, request, memory.principal, params, check)
-        except StaleCredential:
-            raise
-        except Exception:
-            await check.confirm(conn)
-            raise
-        await check.confirm(conn)
-        return response
+            return await self._respond(proc, request, credential, params, conn)
 
     def _find(self, name: str, method: str) -> Procedure:
         proc = self._registry.get(name)
@@ -132,41 +110,60 @@ class Dispatcher:
     async def _admit(self, proc: Procedure, request: Request, principal: Principal, counted: list[Quota]) -> Params:
         """What follows authentication, in the contract's order: scope (403), limit (429), params (415, 413,
         400, 422), role (403)."""
-        if not principal.has_scope(proc.scope):
-            raise InsufficientScope(proc.scope, principal.granted(self._registry.scopes))
+        self._check_scope(proc, principal)
         quota = await self._limiter.count(principal.account_id, principal.plan)
         if quota is not None:
             counted.append(quota)
         params = await read_params(proc, request)
-        if proc.roles is not None and principal.role not in proc.roles:
-            raise Forbidden(f"Your role ({principal.role}) may not call {proc.name}.")
+        self._check_role(proc, principal)
         return params
 
+    def _check_scope(self, proc: Procedure, principal: Principal) -> None:
+        if not principal.has_scope(proc.scope):
+            raise InsufficientScope(proc.scope, principal.granted(self._registry.scopes))
+
+    def _check_role(self, proc: Procedure, principal: Principal) -> None:
+        if proc.roles is not None and principal.role not in proc.roles:
+            raise Forbidden(f"Your role ({principal.role}) may not call {proc.name}.")
+
     async def _respond(
-        self,
-        proc: Procedure,
-        conn: Connection,
-        request: Request,
-        principal: Principal,
-        params: Params,
-        credential: CredentialCheck | None = None,
+        self, proc: Procedure, request: Request, credential: Credential, params: Params, conn: Connection | None
     ) -> Response:
-        ctx = Context(
-            principal=principal,
-            conn=conn,
-            request_id=getattr(request.state, "request_id", ""),
-            client_address=request.client.host if request.client else "",
-            settings=self._settings,
-            emitter=self._emitter,
-            http=self._http,
-            credential=credential,
-        )
-        if proc.write:
+        def context(principal: Principal, connection: Connection | None) -> Context:
+            return Context(
+                principal=principal,
+                request_id=getattr(request.state, "request_id", ""),
+                client_address=request.client.host if request.client else "",
+                settings=self._settings,
+                emitter=self._emitter,
+                http=self._http,
+                connection=connection,
+                transactions=lambda: self._transaction(proc, credential),
+            )
+
+        if conn is not None and proc.write:
             async with conn.transaction():
-                result = await proc.handler(ctx, params)
+                principal = await self._reconfirm(conn, proc, credential)
+                result = await proc.handler(context(principal, conn), params)
         else:
-            result = await proc.handler(ctx, params)
+            result = await proc.handler(context(credential.principal, conn), params)
         return json_response(encode_result(result))
+
+    async def _reconfirm(self, conn: Connection, proc: Procedure, credential: Credential) -> Principal:
+        """The credential confirmed inside the write's transaction: revoked meanwhile is `401`; a principal that
+        changed meanwhile must still hold the procedure's scope and role (`403`)."""
+        principal = await self._authenticator.confirm(conn, credential)
+        if principal != credential.principal:
+            self._check_scope(proc, principal)
+            self._check_role(proc, principal)
+        return principal
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self, proc: Procedure, credential: Credential) -> AsyncIterator[Connection]:
+        """A connection and transaction of a `calls_out` procedure's own, the credential confirmed inside."""
+        async with self._pool.connection() as conn, conn.transaction():
+            await self._reconfirm(conn, proc, credential)
+            yield conn
 
 
 async def unknown_version(request: Request) -> Response:

@@ -36,6 +36,7 @@ class Procedure:
     handler: Handler
     scope: str
     write: bool
+    calls_out: bool
     roles: frozenset[Role] | None
     params_type: type[Params]
     result_type: Any
@@ -75,12 +76,22 @@ class Registry:
         self._conflicts[constraint] = message
 
     def procedure(
-        self, name: str, *, scope: str, write: bool = False, roles: tuple[Role, ...] | None = None
+        self,
+        name: str,
+        *,
+        scope: str,
+        write: bool = False,
+        roles: tuple[Role, ...] | None = None,
+        calls_out: bool = False,
     ) -> Callable[[F], F]:
-        """Register an `async def f(ctx, params: SomeParams) -> SomeResult` under `name`."""
+        """Register an `async def f(ctx, params: SomeParams) -> SomeResult` under `name`.
+
+        A write that waits on another service says `calls_out=True`: it is given no connection and no
+        transaction, and opens short ones itself (`ctx.transaction()`), so that a slow service holds nothing.
+        """
 
         def register(func: F) -> F:
-            self._procedures[name] = _describe(self._procedures, name, func, scope, write, roles)
+            self._procedures[name] = _describe(self._procedures, name, func, scope, write, roles, calls_out)
             return func
 
         return register
@@ -93,6 +104,7 @@ def _describe(
     scope: str,
     write: bool,
     roles: tuple[Role, ...] | None,
+    calls_out: bool,
 ) -> Procedure:
     where = f"{func.__module__}.{func.__qualname__}"
     if not _NAME.match(name):
@@ -101,6 +113,8 @@ def _describe(
         raise RegistrationError(f"{where}: procedure {name!r} is already registered")
     if not scope:
         raise RegistrationError(f"{where}: procedure {name!r} needs a scope")
+    if calls_out and not write:
+        raise RegistrationError(f"{where}: only a write may call out (a read needs no transaction to leave)")
     if roles is not None and (not roles or set(roles) - set(ROLES)):
         raise RegistrationError(f"{where}: roles must be a non-empty subset of {ROLES}")
     doc = inspect.getdoc(func)
@@ -126,6 +140,7 @@ def _describe(
         handler=func,
         scope=scope,
         write=write,
+        calls_out=calls_out,
         roles=frozenset(roles) if roles is not None else None,
         params_type=params_type,
         result_type=result_type,

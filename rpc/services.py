@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import httpx
 from limits.aio.storage import Storage
@@ -16,6 +16,7 @@ from rpc.auth.authenticate import Authenticator
 from rpc.auth.external import ExternalProvider
 from rpc.auth.identity import IdentityProvider
 from rpc.auth.keyring import KeyRing
+from rpc.auth.passwords import Passwords
 from rpc.catalog import Catalog
 from rpc.crypto import Sealer
 from rpc.db import Pool, open_pool
@@ -56,12 +57,12 @@ class Services:
         cls, settings: Settings, database_url: str, registry: Registry, catalog: Catalog, *, deliver: bool
     ) -> AsyncIterator[Services]:
         """Everything opened; with `deliver`, a webhook worker runs in this process too (drained at exit)."""
-        async with (
-            open_pool(settings, database_url) as pool,
-            httpx.AsyncClient(trust_env=False, follow_redirects=False) as http,
-        ):
+        async with contextlib.AsyncExitStack() as stack:
+            pool = await stack.enter_async_context(open_pool(settings, database_url))
+            http = await stack.enter_async_context(httpx.AsyncClient(trust_env=False, follow_redirects=False))
             async with pool.connection() as conn:
                 keyring = await KeyRing.load(conn, Sealer(settings.secret_key))
+            await stack.enter_async_context(in_background(keyring.keep_fresh(pool)))
             queue_application = queue_app(catalog.periodic)
             await queue_application.open_async(pool)
             queue = Queue(queue_application)
@@ -78,7 +79,10 @@ class Services:
                     # per client id as claimed, before authentication: caps abuse (secrets have 256 bits)
                     "oauth_token_client": settings.oauth_token_limit_per_client,
                     "oauth_token_address": settings.signin_limits_per_address,
+                    "payment_notifications": settings.payment_notification_limit_per_address,
+                    "panel_writes": settings.panel_write_limit_per_user,
                 },
+                open_groups={"panel_writes"},
             )
             services = cls(
                 settings=settings,
@@ -86,7 +90,7 @@ class Services:
                 catalog=catalog,
                 pool=pool,
                 keyring=keyring,
-                identity=IdentityProvider(settings, keyring),
+                identity=IdentityProvider(settings, keyring, Passwords(settings.password_hash_concurrency)),
                 throttle=throttle,
                 dispatcher=Dispatcher(
                     registry,
@@ -104,27 +108,15 @@ class Services:
                 metrics=metrics,
                 counters=counters,
             )
-            if not deliver:
-                yield services
-                return
-            async with Sender(guard(settings)) as sender:
+            if deliver:
+                sender = await stack.enter_async_context(Sender(guard(settings)))
                 deliverer = Deliverer(settings, pool, queue, sender, metrics)
-                worker = asyncio.create_task(
-                    run_worker(
-                        queue_application,
-                        deliverer,
-                        emitter,
-                        settings,
-                        concurrency=IN_PROCESS_CONCURRENCY,
-                        signals=False,
-                    )
+                worker = run_worker(
+                    queue_application, deliverer, emitter, settings, concurrency=IN_PROCESS_CONCURRENCY, signals=False
                 )
-                try:
-                    yield services
-                finally:
-                    worker.cancel()  # procrastinate stops taking jobs and waits for the running attempts
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await worker
+                # Cancelled at exit: procrastinate stops taking jobs and waits for the running attempts.
+                await stack.enter_async_context(in_background(worker))
+            yield services
 
 
 async def deliver_only(settings: Settings, database_url: str, catalog: Catalog, concurrency: int) -> None:
@@ -135,6 +127,18 @@ async def deliver_only(settings: Settings, database_url: str, catalog: Catalog, 
         queue = Queue(app)
         deliverer = Deliverer(settings, pool, queue, sender)
         await run_worker(app, deliverer, Emitter(settings, queue), settings, concurrency=concurrency, signals=True)
+
+
+@contextlib.asynccontextmanager
+async def in_background(work: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """`work` running as a task for the duration of the block; cancelled, and waited for, at its end."""
+    task = asyncio.create_task(work)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def services(request: Request) -> Services:

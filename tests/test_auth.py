@@ -9,6 +9,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,9 +20,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from rpc.auth import apikeys
-from rpc.auth.keyring import KeyRing
+from rpc.auth.keyring import KeyRing, add_signing_key
 from rpc.crypto import Sealer
 from rpc.settings import Settings
+from tests.conftest import Databases
 from tests.support import (
     TEST_SECRET_KEY,
     Admin,
@@ -415,3 +417,24 @@ def test_a_remembered_token_still_needs_its_user(client: httpx.Client, admin: Ad
     response = client.get("/v1/profile.me", headers=user.auth)
     assert response.status_code == 401
     assert error_code(response) == "invalid_token"
+
+
+# --- signing keys retired in the database (CONTRACT.md §23) ---------------------------------------------------
+
+
+def test_a_retired_signing_key_stops_verifying_without_a_restart(databases: Databases, tmp_path: Path) -> None:
+    """Retiring a key (a leak) acts on the very next request, also for tokens the process has seen before; a
+    token signed by a key another process added is learnt on sight."""
+    url = databases.copy()
+    settings = settings_for(url, DATA_DIR=str(tmp_path))
+    admin = Admin(url, settings)
+    user = admin.user("employer")
+    old_kid = admin.sql("SELECT kid FROM signing_keys WHERE retired_at IS NULL")[0]["kid"]
+    with LiveServer(settings) as live, live.client() as client:
+        assert client.get("/v1/profile.me", headers=user.auth).status_code == 200  # verified and remembered
+        new_kid = admin.run(add_signing_key, Sealer(TEST_SECRET_KEY))
+        admin.sql("UPDATE signing_keys SET retired_at = now() WHERE kid = %(kid)s", {"kid": old_kid})
+        assert_refused(client.get("/v1/profile.me", headers=user.auth))
+        fresh = admin.token(user.email)
+        assert jwt.get_unverified_header(fresh)["kid"] == new_kid
+        assert client.get("/v1/profile.me", headers=bearer(fresh)).status_code == 200

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import re
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.support import Admin, User, bearer, error_code
+from tests.support import Admin, LiveServer, User, bearer, error_code
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +192,93 @@ def test_paths_outside_the_api_answer_in_the_error_format(client: httpx.Client) 
     response = client.get("/nowhere")
     assert response.status_code == 404
     assert error_code(response) == "not_found"
+
+
+# --- a credential that changes while the body of a write is still arriving (CONTRACT.md §23) ----------------
+
+
+class HalfSentPost:
+    """A POST whose headers are sent now and whose body is sent later, on a raw connection."""
+
+    def __init__(self, live: LiveServer, path: str, headers: dict[str, str], body: bytes) -> None:
+        self._connection = http.client.HTTPConnection("127.0.0.1", live.port, timeout=30)
+        self._connection.putrequest("POST", path)
+        for name, value in {**headers, "Content-Type": "application/json", "Content-Length": str(len(body))}.items():
+            self._connection.putheader(name, value)
+        self._connection.endheaders()
+        self._body = body
+
+    def finish(self) -> tuple[int, dict[str, Any]]:
+        self._connection.send(self._body)
+        response = self._connection.getresponse()
+        answer = (response.status, json.loads(response.read()))
+        self._connection.close()
+        return answer
+
+
+def wait_until_counted(client: httpx.Client, other_key: str, before: int) -> None:
+    """Until the account's budget shows one call more than this loop's own: the half-sent write has been
+    authenticated and counted, and now waits for its body."""
+    for polls in range(1, 200):
+        left = int(client.get("/v1/jobs.list", headers=bearer(other_key)).headers["X-RateLimit-Remaining"])
+        if left == before - polls - 1:
+            return
+    raise AssertionError("the half-sent write was never counted")
+
+
+def half_sent_job(client: httpx.Client, live: LiveServer, admin: Admin, user: User) -> tuple[HalfSentPost, str]:
+    """`jobs.create` with a key of `user` (used once before, so remembered), its body not yet sent."""
+    key = admin.api_key(user, scopes="read:jobs,write:jobs")
+    other = admin.api_key(user, scopes="read:jobs")["key"]
+    assert client.get("/v1/jobs.list", headers=bearer(key["key"])).status_code == 200
+    before = int(client.get("/v1/jobs.list", headers=bearer(other)).headers["X-RateLimit-Remaining"])
+    body = json.dumps({"title": "Half-sent", "company": "Acme", "location": "Izmir"}).encode()
+    post = HalfSentPost(live, "/v1/jobs.create", bearer(key["key"]), body)
+    wait_until_counted(client, other, before)
+    return post, key["id"]
+
+
+def test_a_key_revoked_while_a_write_body_arrives_stops_the_write(
+    client: httpx.Client, live: LiveServer, admin: Admin
+) -> None:
+    user = admin.user("employer")
+    post, key_id = half_sent_job(client, live, admin, user)
+    admin.revoke(key_id)
+    status, body = post.finish()
+    assert (status, body["error"]["code"]) == (401, "invalid_api_key")
+    assert admin.sql("SELECT count(*) AS n FROM jobs WHERE account_id = %(a)s", {"a": user.account_id})[0]["n"] == 0
+
+
+def test_a_role_lost_while_a_write_body_arrives_stops_the_write(
+    client: httpx.Client, live: LiveServer, admin: Admin
+) -> None:
+    user = admin.user("employer")
+    post, _ = half_sent_job(client, live, admin, user)
+    admin.sql("UPDATE users SET role = 'candidate' WHERE id = %(id)s", {"id": user.user_id})
+    status, body = post.finish()
+    assert (status, body["error"]["code"]) == (403, "forbidden")
+    assert admin.sql("SELECT count(*) AS n FROM jobs WHERE account_id = %(a)s", {"a": user.account_id})[0]["n"] == 0
+
+
+def test_a_deleted_user_whose_write_body_arrives_late_is_refused(
+    client: httpx.Client, live: LiveServer, admin: Admin
+) -> None:
+    user = admin.user("employer")
+    post, _ = half_sent_job(client, live, admin, user)
+    admin.sql("DELETE FROM users WHERE id = %(id)s", {"id": user.user_id})
+    status, body = post.finish()
+    assert (status, body["error"]["code"]) == (401, "invalid_api_key")
+
+
+# --- JSON nested too deeply to decode (CONTRACT.md §23) -------------------------------------------------------
+
+DEEP_BODIES = [b"[" * 100_000, b'{"a":' * 100_000, b'{"title": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"]
+
+
+@pytest.mark.parametrize("body", DEEP_BODIES)
+def test_deeply_nested_json_is_invalid_json_not_a_crash(client: httpx.Client, employer: User, body: bytes) -> None:
+    headers = {**employer.auth, "Content-Type": "application/json"}
+    for name in ("jobs.create", "jobs.list"):
+        response = client.post(f"/v1/{name}", content=body, headers=headers)
+        assert response.status_code == 400, response.text
+        assert error_code(response) == "invalid_json"

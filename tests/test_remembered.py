@@ -1,6 +1,6 @@
-"""Remembered credentials (rpc/auth/remembered.py): a credential seen before saves its lookup, yet every use is
-confirmed in the database within the call, so revocation and every change to the principal act at once
-(CONTRACT.md §12), whatever the call would have answered."""
+"""Remembered credentials (rpc/auth/remembered.py): a credential seen before saves its parsing and signature
+check, yet every use runs its lookup in the database before anything else, so revocation and every change to
+the principal act at once (CONTRACT.md §12), whatever the call would have answered."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import time
 import httpx
 
 from rpc.auth.principal import Principal
-from rpc.auth.remembered import Remembered, RememberedCredentials, remembered
+from rpc.auth.remembered import Credential, RememberedCredentials
 from tests.support import Admin, User, assert_refused, bearer, error_code
 
-# A list's statement carries the check, and profile.me's; jobs.get's runs after the read.
 READS = {"jobs.list": {}, "jobs.get": {"id": "none"}, "profile.me": {}}
 
 
@@ -30,7 +29,7 @@ def remembered_key(client: httpx.Client, admin: Admin, user: User, scopes: str) 
 def test_a_revoked_key_is_refused_by_every_read_at_once(client: httpx.Client, admin: Admin) -> None:
     user = admin.user("employer")
     key = remembered_key(client, admin, user, "read:jobs,read:profile")
-    for name, params in READS.items():  # remembered by now: answered from the memory, checked in the call
+    for name, params in READS.items():  # remembered by now: looked up again, not verified again
         assert client.get(f"/v1/{name}", params=params, headers=bearer(key["key"])).status_code in (200, 404)
     admin.revoke(key["id"])
     for name, params in READS.items():
@@ -85,9 +84,11 @@ def test_a_deleted_users_session_is_refused_by_a_list(client: httpx.Client, admi
     assert_refused(client.get("/v1/jobs.list", headers=user.auth), "invalid_token")
 
 
-def memory(fresh_until: float) -> Remembered:
+def memory(fresh_until: float) -> Credential:
     principal = Principal(user_id="u", account_id="a", role="employer", plan="free", credential="session")
-    return remembered(principal, "SELECT 1", {}, {"user_id": "u"}, fresh_until)
+    return Credential(
+        principal=principal, digest=b"d", lookup="SELECT 1", values={}, token_scopes=None, fresh_until=fresh_until
+    )
 
 
 def test_memory_is_bounded_and_forgets_what_is_no_longer_fresh() -> None:
@@ -102,11 +103,17 @@ def test_memory_is_bounded_and_forgets_what_is_no_longer_fresh() -> None:
     assert credentials.get(b"c") is not None and credentials.get(b"d") is not None
 
 
-def test_the_check_compares_everything_the_principal_was_made_of() -> None:
-    principal = Principal(user_id="u", account_id="a", role="employer", plan="free", credential="api_key")
-    row = {"id": "k", "user_id": "u", "account_id": "a", "role": "employer", "plan": "free", "scopes": ["read:jobs"]}
-    check = remembered(principal, "SELECT * FROM t WHERE h = %(credential_hash)s", {"credential_hash": b"h"}, row, 0)
-    for column in ("user_id", "account_id", "role", "plan", "scopes"):
-        assert f"credential.{column} = %(credential_was_{column})s" in check.condition
-        assert check.values[f"credential_was_{column}"] == row[column]
-    assert check.values["credential_hash"] == b"h"
+def test_a_lookup_row_resolves_to_what_the_principal_is_made_of_now() -> None:
+    principal = Principal(user_id="u", account_id="a", role="employer", plan="free", credential="oauth")
+    credential = Credential(
+        principal=principal,
+        digest=b"d",
+        lookup="SELECT 1",
+        values={},
+        token_scopes=frozenset({"read:jobs", "write:jobs"}),
+        fresh_until=0,
+    )
+    row = {"user_id": "u", "account_id": "a", "role": "candidate", "plan": "pro", "scopes": ["read:jobs"]}
+    now = credential.resolve(row)
+    assert (now.role, now.plan) == ("candidate", "pro")
+    assert now.scopes == frozenset({"read:jobs"}), "an OAuth token holds what both it and its grant hold"

@@ -1,11 +1,12 @@
-"""From an `Authorization` header to a Principal: API key, built-in session JWT, OAuth access token or
+"""From an `Authorization` header to a Credential: API key, built-in session JWT, OAuth access token or
 external JWT.
 
-Every credential is checked against the database on each request (revocation is immediate): an API key
-by its hash, a JWT's user by id (or by issuer and subject for an external provider), an OAuth access
-token's user together with its grant, in the same query (one primary-key lookup of the grant). A credential
-seen before is remembered with its lookup (`rpc.auth.remembered`), which each later use runs again as a check.
-The lookups' placeholders are all named `credential_*`, so that a check can join any statement's own.
+Every use of a credential is checked against the database (revocation is immediate): an API key by its hash,
+a JWT's user by id (or by issuer and subject for an external provider) while the key that signed it is not
+retired, an OAuth access token's user together with its grant, in the same query (one primary-key lookup of
+the grant). A credential seen before is remembered with its lookup (`rpc.auth.remembered`), which each later
+use runs again: one indexed statement, and no parsing or signature check. `confirm` runs it once more inside a
+write's transaction, after the body has arrived (CONTRACT.md §23).
 """
 
 from __future__ import annotations
@@ -20,15 +21,9 @@ from rpc.auth import access_tokens, apikeys
 from rpc.auth.external import ExternalProvider
 from rpc.auth.keyring import KeyRing
 from rpc.auth.principal import CredentialKind, Principal
-from rpc.auth.remembered import (
-    CredentialCheck,
-    Remembered,
-    RememberedCredentials,
-    StaleCredential,
-    remembered,
-)
+from rpc.auth.remembered import Credential, RememberedCredentials, principal_of
 from rpc.crypto import token_hash
-from rpc.errors import InvalidApiKey, InvalidToken, MissingCredentials, TokenExpired
+from rpc.errors import InvalidApiKey, InvalidToken, MissingCredentials, TokenExpired, Unauthenticated
 from rpc.settings import Settings
 from rpc.types import ROLES, Connection
 
@@ -36,7 +31,7 @@ AUDIENCE = "hire-api"
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 
 _API_KEY = """
-SELECT k.id, k.scopes, k.mode, k.last_used_at, u.id AS user_id, u.account_id, u.role, a.plan
+SELECT k.id, k.scopes, k.last_used_at, u.id AS user_id, u.account_id, u.role, a.plan
 FROM api_keys AS k
 JOIN users AS u ON u.id = k.user_id
 JOIN accounts AS a ON a.id = u.account_id
@@ -46,20 +41,22 @@ _TOUCH_API_KEY = """
 UPDATE api_keys SET last_used_at = now()
 WHERE id = %(credential_key)s AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
 """
-_USER_BY_ID = """
+# A token of the built-in provider holds while its user exists and the key that signed it is not retired.
+_LIVE_KEY = "EXISTS (SELECT FROM signing_keys WHERE kid = %(credential_kid)s AND retired_at IS NULL)"
+_USER_BY_ID = f"""
 SELECT u.id AS user_id, u.account_id, u.role, a.plan
 FROM users AS u JOIN accounts AS a ON a.id = u.account_id
-WHERE u.id = %(credential_user)s
+WHERE u.id = %(credential_user)s AND {_LIVE_KEY}
 """
 # The grant's primary key: one indexed lookup, folded into the user lookup. A revoked grant (or a deleted
 # client, whose grants go with it) finds no row.
-_USER_BY_GRANT = """
+_USER_BY_GRANT = f"""
 SELECT u.id AS user_id, u.account_id, u.role, a.plan, g.scopes
 FROM oauth_grants AS g
 JOIN users AS u ON u.id = g.user_id
 JOIN accounts AS a ON a.id = u.account_id
 WHERE g.id = %(credential_grant)s AND g.user_id = %(credential_user)s AND g.client_id = %(credential_client)s
-  AND g.revoked_at IS NULL
+  AND g.revoked_at IS NULL AND {_LIVE_KEY}
 """
 _USER_BY_IDENTITY = """
 SELECT u.id AS user_id, u.account_id, u.role, a.plan
@@ -80,6 +77,15 @@ FROM created JOIN account ON account.id = created.account_id
 """
 
 
+def _gone(kind: CredentialKind) -> Unauthenticated:
+    """What a credential whose lookup no longer finds its row is told."""
+    if kind == "api_key":
+        return InvalidApiKey()
+    if kind == "oauth":
+        return InvalidToken("The token's authorization was revoked.")
+    return InvalidToken("The token's user, or the key that signed it, no longer exists.")
+
+
 class Authenticator:
     """Resolves bearer credentials; holds the key ring, the optional external provider and what it remembers."""
 
@@ -89,48 +95,51 @@ class Authenticator:
         self._remembered = RememberedCredentials()
         self._external = external
 
-    def remembered(self, authorization: str | None) -> tuple[bytes, Remembered] | None:
-        """The remembered credential behind `authorization` (and its digest, to forget it by), if any: to be
-        confirmed within the call that uses it."""
-        token = _bearer_token(authorization)
-        if token is None:
-            return None
-        digest, memory = self._recall(token)
-        return None if memory is None else (digest, memory)
-
-    def forget(self, digest: bytes) -> None:
-        """Drop a remembered credential whose check failed: the next use authenticates afresh."""
-        self._remembered.forget(digest)
-
-    async def authenticate(self, conn: Connection, authorization: str | None) -> Principal:
+    async def authenticate(self, conn: Connection, authorization: str | None) -> Credential:
+        """The credential behind the header, looked up in the database now."""
         if not authorization:
             raise MissingCredentials()
         token = _bearer_token(authorization)
         if token is None:
             raise InvalidToken("Use the Bearer scheme: 'Authorization: Bearer <token>'.")
-        digest, memory = self._recall(token)
-        if memory is not None:
-            try:
-                await CredentialCheck(memory).confirm(conn)
-                return memory.principal
-            except StaleCredential:
-                self._remembered.forget(digest)
-        if apikeys.looks_like_key(token):
-            memory = await self._api_key(conn, token, digest)
-        else:
-            memory = await self._jwt(conn, token)
-        self._remembered.put(digest, memory)
-        return memory.principal
-
-    def _recall(self, token: str) -> tuple[bytes, Remembered | None]:
-        """The token's digest (what it is remembered by), and what is remembered of it."""
         digest = token_hash(token)
-        return digest, self._remembered.get(digest)
+        memory = self._remembered.get(digest)
+        if memory is not None:
+            principal = await self.confirm(conn, memory)
+            return memory if principal == memory.principal else self._remember(memory, principal)
+        if apikeys.looks_like_key(token):
+            credential = await self._api_key(conn, token, digest)
+        else:
+            credential = await self._jwt(conn, token, digest)
+        self._remembered.put(digest, credential)
+        return credential
 
-    async def _api_key(self, conn: Connection, token: str, digest: bytes) -> Remembered:
+    async def confirm(self, conn: Connection, credential: Credential) -> Principal:
+        """The credential's principal as the database has it now (its role, plan or scopes may have changed);
+        401 when its lookup no longer finds it (revoked, user removed, key retired)."""
+        cursor = await conn.execute(credential.lookup, credential.values)
+        row = await cursor.fetchone()
+        if row is None:
+            self._remembered.forget(credential.digest)
+            raise _gone(credential.principal.credential)
+        return credential.resolve(row)
+
+    def _remember(self, memory: Credential, principal: Principal) -> Credential:
+        changed = Credential(
+            principal=principal,
+            digest=memory.digest,
+            lookup=memory.lookup,
+            values=memory.values,
+            token_scopes=memory.token_scopes,
+            fresh_until=memory.fresh_until,
+        )
+        self._remembered.put(memory.digest, changed)
+        return changed
+
+    async def _api_key(self, conn: Connection, token: str, digest: bytes) -> Credential:
         mode = apikeys.parse_mode(token)
         if mode is None:
-            raise InvalidApiKey()
+            raise InvalidApiKey("The API key looks mistyped: its checksum does not match. Copy it again.")
         if mode == "test" and self._settings.production:
             raise InvalidApiKey("Test keys are refused by a production deployment; use a live key.")
         lookup = {"credential_hash": digest}
@@ -142,49 +151,57 @@ class Authenticator:
             await conn.execute(_TOUCH_API_KEY, {"credential_key": row["id"]})
             last_used = dt.datetime.now(dt.UTC)
         next_stamp = (last_used + LAST_USED_RESOLUTION).timestamp()
-        return _remember(row, "api_key", frozenset(row["scopes"]), _API_KEY, lookup, next_stamp)
+        return _credential("api_key", row, digest, _API_KEY, lookup, None, next_stamp)
 
-    async def _jwt(self, conn: Connection, token: str) -> Remembered:
+    async def _jwt(self, conn: Connection, token: str, digest: bytes) -> Credential:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
             raise InvalidToken("The token is malformed.") from exc
-        if access_tokens.is_access_token(header):
-            return await self._access_token(conn, token, header)
-        public_key = self._keyring.verification_key(header.get("kid"))
-        if public_key is not None:
+        kid = header.get("kid")
+        await self._keyring.learn(conn, kid)
+        public_key = self._keyring.verification_key(kid)
+        if public_key is not None:  # signed by this service: an OAuth access token or a session token
+            live_key = {"credential_kid": kid}
+            if access_tokens.is_access_token(header):
+                return await self._access_token(conn, token, header, digest, live_key)
             claims = _decode_builtin(token, public_key, self._settings.issuer)
-            return await self._user(conn, _USER_BY_ID, {"credential_user": claims["sub"]}, claims["exp"])
+            lookup = {"credential_user": claims["sub"], **live_key}
+            return await self._user(conn, _USER_BY_ID, lookup, digest, claims["exp"])
         if self._external is None:
-            raise InvalidToken()
+            raise InvalidToken("The token was not signed by a key this service knows.")
         claims = await self._external.verify(token, header)
         identity = {"credential_issuer": claims["iss"], "credential_subject": str(claims["sub"])}
-        try:
-            return await self._user(conn, _USER_BY_IDENTITY, identity, claims["exp"])
-        except InvalidToken:
-            return await self._first_sight(conn, claims, identity)
+        row = await _lookup(conn, _USER_BY_IDENTITY, identity)
+        if row is None:
+            row = await self._first_sight(conn, claims, identity)
+        return _credential("session", row, digest, _USER_BY_IDENTITY, identity, None, claims["exp"])
 
-    async def _access_token(self, conn: Connection, token: str, header: dict[str, Any]) -> Remembered:
+    async def _access_token(
+        self, conn: Connection, token: str, header: dict[str, Any], digest: bytes, live_key: dict[str, Any]
+    ) -> Credential:
         """An OAuth access token: exactly the scopes it was granted, while its grant stands."""
         claims = access_tokens.verify(self._keyring, self._settings, token, header)
         lookup = {
             "credential_grant": claims.grant_id,
             "credential_user": claims.user_id,
             "credential_client": claims.client_id,
+            **live_key,
         }
         row = await _lookup(conn, _USER_BY_GRANT, lookup)
         if row is None:
-            raise InvalidToken("The token's authorization was revoked.")
-        scopes = claims.scopes & frozenset(row["scopes"])
-        return _remember(row, "oauth", scopes, _USER_BY_GRANT, lookup, claims.expires)
+            raise _gone("oauth")
+        return _credential("oauth", row, digest, _USER_BY_GRANT, lookup, claims.scopes, claims.expires)
 
-    async def _user(self, conn: Connection, query: str, lookup: dict[str, Any], expires: float) -> Remembered:
+    async def _user(
+        self, conn: Connection, query: str, lookup: dict[str, Any], digest: bytes, expires: float
+    ) -> Credential:
         row = await _lookup(conn, query, lookup)
         if row is None:
-            raise InvalidToken("The token's user does not exist.")
-        return _remember(row, "session", None, query, lookup, expires)
+            raise _gone("session")
+        return _credential("session", row, digest, query, lookup, None, expires)
 
-    async def _first_sight(self, conn: Connection, claims: dict[str, Any], identity: dict[str, str]) -> Remembered:
+    async def _first_sight(self, conn: Connection, claims: dict[str, Any], identity: dict[str, str]) -> dict[str, Any]:
         """Create the user of a new (iss, sub) pair: a candidate unless a provider-controlled claim says employer."""
         role = "candidate"
         claim = self._settings.auth_role_claim
@@ -205,8 +222,10 @@ class Authenticator:
                 if row is None:
                     raise _LostRace()
         except _LostRace:  # a concurrent request created the user first; its account stands, ours rolled back
-            return await self._user(conn, _USER_BY_IDENTITY, identity, claims["exp"])
-        return _remember(row, "session", None, _USER_BY_IDENTITY, identity, claims["exp"])
+            row = await _lookup(conn, _USER_BY_IDENTITY, identity)
+            if row is None:
+                raise _gone("session") from None
+        return row
 
 
 class _LostRace(Exception):
@@ -244,21 +263,20 @@ def _decode_builtin(token: str, public_key: Any, issuer: str) -> dict[str, Any]:
     return claims
 
 
-def _remember(
+def _credential(
+    kind: CredentialKind,
     row: dict[str, Any],
-    credential: CredentialKind,
-    scopes: frozenset[str] | None,
+    digest: bytes,
     lookup: str,
-    lookup_values: dict[str, Any],
+    values: dict[str, Any],
+    token_scopes: frozenset[str] | None,
     fresh_until: float,
-) -> Remembered:
-    """The principal of a lookup's row, remembered with that lookup as its check."""
-    principal = Principal(
-        user_id=str(row["user_id"]),
-        account_id=str(row["account_id"]),
-        role=row["role"],
-        plan=row["plan"],
-        credential=credential,
-        scopes=scopes,
+) -> Credential:
+    return Credential(
+        principal=principal_of(kind, row, token_scopes),
+        digest=digest,
+        lookup=lookup,
+        values=values,
+        token_scopes=token_scopes,
+        fresh_until=fresh_until,
     )
-    return remembered(principal, lookup, lookup_values, row, fresh_until)

@@ -1,7 +1,15 @@
-"""The built-in identity provider's ES256 signing keys, kept in the database with the private half sealed."""
+"""The built-in identity provider's ES256 signing keys, kept in the database with the private half sealed.
+
+Each process holds the unretired keys in memory and reads them again every `RELOAD_SECONDS` (a key added by
+`bin/admin rotate-signing-key` signs everywhere within that time, a retired one stops signing) and at once when
+a token names a key it does not know (one another process signs with already), at most every
+`UNKNOWN_KID_RELOAD_SECONDS`. A retired key stops verifying at once: the credential lookups check it.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -12,11 +20,16 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from jwt.algorithms import ECAlgorithm
 from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
 
 from rpc.crypto import Sealer
 from rpc.types import Connection
 
+log = logging.getLogger(__name__)
+
 _PURPOSE = "signing_keys.private_key"
+RELOAD_SECONDS = 30.0
+UNKNOWN_KID_RELOAD_SECONDS = 5.0
 
 _SELECT_KEYS = """
 SELECT kid, private_key_sealed, public_jwk
@@ -40,7 +53,13 @@ class _Key:
 class KeyRing:
     """The newest key signs; every unretired key verifies and is published in the JWKS document."""
 
-    def __init__(self, keys: list[_Key]) -> None:
+    def __init__(self, sealer: Sealer, keys: list[_Key]) -> None:
+        self._sealer = sealer
+        self._install(keys)
+        self._lock = asyncio.Lock()
+        self._learnt_at = float("-inf")  # the last reload an unknown kid asked for
+
+    def _install(self, keys: list[_Key]) -> None:
         if not keys:
             raise LookupError("no signing key: run bin/migrate")
         self._keys = {key.kid: key for key in keys}
@@ -48,14 +67,30 @@ class KeyRing:
 
     @classmethod
     async def load(cls, conn: Connection, sealer: Sealer) -> KeyRing:
-        cursor = await conn.execute(_SELECT_KEYS)
-        keys = []
-        for row in await cursor.fetchall():
-            pem = sealer.open(row["private_key_sealed"], _PURPOSE)
-            private = serialization.load_pem_private_key(pem, password=None)
-            assert isinstance(private, ec.EllipticCurvePrivateKey)
-            keys.append(_Key(row["kid"], private, row["public_jwk"]))
-        return cls(keys)
+        return cls(sealer, await _read_keys(conn, sealer))
+
+    async def reload(self, conn: Connection) -> None:
+        """Read the unretired keys again."""
+        self._install(await _read_keys(conn, self._sealer))
+
+    async def keep_fresh(self, pool: AsyncConnectionPool[Any]) -> None:
+        """Reload every `RELOAD_SECONDS` until cancelled (a failed reload keeps the keys held and is retried)."""
+        while True:
+            await asyncio.sleep(RELOAD_SECONDS)
+            try:
+                async with pool.connection() as conn:
+                    await self.reload(conn)
+            except Exception as exc:  # the database away for a moment: sign with what we hold
+                log.warning("could not reload the signing keys: %s", type(exc).__name__)
+
+    async def learn(self, conn: Connection, kid: object) -> None:
+        """Reload when a token names a key this process does not hold (a newer one), at most every few seconds."""
+        if not isinstance(kid, str) or kid in self._keys:
+            return
+        async with self._lock:
+            if kid not in self._keys and time.monotonic() - self._learnt_at >= UNKNOWN_KID_RELOAD_SECONDS:
+                self._learnt_at = time.monotonic()
+                await self.reload(conn)
 
     def sign(self, claims: dict[str, Any], typ: str = "JWT") -> str:
         return jwt.encode(
@@ -70,6 +105,17 @@ class KeyRing:
         return {"keys": [key.public_jwk for key in self._keys.values()]}
 
 
+async def _read_keys(conn: Connection, sealer: Sealer) -> list[_Key]:
+    cursor = await conn.execute(_SELECT_KEYS)
+    keys = []
+    for row in await cursor.fetchall():
+        pem = sealer.open(bytes(row["private_key_sealed"]), _PURPOSE)
+        private = serialization.load_pem_private_key(pem, password=None)
+        assert isinstance(private, ec.EllipticCurvePrivateKey)
+        keys.append(_Key(row["kid"], private, row["public_jwk"]))
+    return keys
+
+
 async def ensure_signing_key(conn: Any, sealer: Sealer) -> None:
     """Create the first signing key; run under the migration lock, so exactly one process makes it."""
     cursor = await conn.execute("SELECT private_key_sealed FROM signing_keys WHERE retired_at IS NULL LIMIT 1")
@@ -77,6 +123,11 @@ async def ensure_signing_key(conn: Any, sealer: Sealer) -> None:
     if existing:
         sealer.open(existing[0], _PURPOSE)  # fail at start, not at the first sign-in, on a wrong SERVICE_SECRET_KEY
         return
+    await add_signing_key(conn, sealer)
+
+
+async def add_signing_key(conn: Any, sealer: Sealer) -> str:
+    """A new ES256 key, which becomes the signing key of every process within `RELOAD_SECONDS`; its kid."""
     private = ec.generate_private_key(ec.SECP256R1())
     kid = f"{time.strftime('%Y%m%d')}-{uuid.uuid4().hex[:8]}"
     jwk = ECAlgorithm.to_jwk(private.public_key(), as_dict=True)
@@ -88,3 +139,4 @@ async def ensure_signing_key(conn: Any, sealer: Sealer) -> None:
         _INSERT_KEY,
         {"kid": kid, "sealed": sealer.seal(pem, _PURPOSE), "jwk": Jsonb(jwk)},
     )
+    return kid
