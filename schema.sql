@@ -344,6 +344,9 @@ CREATE TABLE IF NOT EXISTS payments (
     created_at          timestamptz(0) NOT NULL DEFAULT now(),
     updated_at          timestamptz(0) NOT NULL DEFAULT now(),
     completed_at        timestamptz(0),
+    -- Set while billing.subscriptions.create waits on the provider for this payment's checkout (at most two
+    -- per account at once); cleared when the provider has answered.
+    checkout_requested_at  timestamptz(0),
     CONSTRAINT payments_pkey PRIMARY KEY (id),
     CONSTRAINT payments_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
     CONSTRAINT payments_subscription_fkey
@@ -355,6 +358,8 @@ CREATE TABLE IF NOT EXISTS payments (
 );
 CREATE INDEX IF NOT EXISTS payments_account_idx ON payments (account_id, created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS payments_subscription_idx ON payments (subscription_id);
+CREATE INDEX IF NOT EXISTS payments_checkout_waiting_idx ON payments (account_id, checkout_requested_at)
+    WHERE checkout_requested_at IS NOT NULL;
 
 -- Invoice numbers run without gaps within a year: the counter row is taken in the transaction that
 -- completes the payment, so a number is used exactly when its invoice commits.

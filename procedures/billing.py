@@ -4,10 +4,11 @@
     Payment:      pending → completed | failed
 
 `billing.subscriptions.create` writes a `pending` subscription and its `pending` payment (or, for the plan
-of the account's active subscription, a renewal payment on that one) and asks the provider for its payment
-page. The provider's notification settles the payment (`settle`, called by the provider module inside the
-transaction the framework opened); the periodic `expire_subscriptions` ends unpaid periods. Every change is
-written with its event in one transaction.
+of the account's active subscription, a renewal payment on that one), commits, and only then asks the provider
+for its payment page, holding no connection while it waits; a provider that fails takes both back again. The
+provider's notification settles the payment (`settle`, called by the provider module inside the transaction
+the framework opened); the periodic `expire_subscriptions` ends unpaid periods. Every change is written with
+its event in one transaction.
 
 Locks are always taken in one order — payment, then account, then subscriptions — so concurrent
 notifications, cancellations and the expiry never deadlock; a notification repeated (even 50 times at once)
@@ -31,8 +32,9 @@ import procedures
 from procedures.common import Id, page_and_total, parse_id
 from rpc.catalog import Plan
 from rpc.context import Context
+from rpc.db import one_row
 from rpc.envelope import Page, PageParams, Params, Struct
-from rpc.errors import InvalidTransition, NotFound
+from rpc.errors import Conflict, InvalidTransition, NotFound, Unavailable
 from rpc.events import Emitter
 from rpc.registry import procedure
 from rpc.types import Connection, Role
@@ -45,6 +47,8 @@ PROVIDER = "paytr"
 # 30 days of 24 hours, whatever the session's time zone (an interval of '30 days' follows DST there).
 PERIOD = "interval '720 hours'"
 EXPIRY_BATCH = 100
+MAX_WAITING_CHECKOUTS = 2  # per account (CONTRACT.md §23)
+WAITING_MARGIN_SECONDS = 5
 _OID_ALPHABET = string.ascii_letters + string.digits
 _OID_PREFIX = "HIRE"
 _OID_RANDOM_CHARS = 28  # 28 base62 characters: about 166 bits, unguessable
@@ -216,11 +220,21 @@ _PAYMENT = """id::text AS id, subscription_id::text AS subscription_id, provider
     status, failed_reason, failed_reason_code, created_at, updated_at, completed_at"""
 _INVOICE = "id::text AS id, number, payment_id::text AS payment_id, amount, currency, line_items, issued_at"
 
-_BUYER = """
+_LOCK_ACCOUNT_WITH_BUYER = """
 SELECT u.email, u.display_name, a.name AS account_name
 FROM users AS u JOIN accounts AS a ON a.id = u.account_id
-WHERE u.id = %(user_id)s
+WHERE u.id = %(user_id)s AND a.id = %(account_id)s
+FOR UPDATE OF a
 """
+# Payments whose checkout is being asked of the provider right now; one left marked by a process that died
+# mid-checkout stops counting once the longest wait has passed.
+_WAITING_CHECKOUTS = """
+SELECT count(*) AS waiting FROM payments
+WHERE account_id = %(account_id)s AND checkout_requested_at > now() - %(waiting_for)s
+"""
+_CHECKOUT_ANSWERED = "UPDATE payments SET checkout_requested_at = NULL WHERE id = %(id)s"
+_DELETE_PAYMENT = "DELETE FROM payments WHERE id = %(id)s AND status = 'pending'"
+_DELETE_SUBSCRIPTION = "DELETE FROM subscriptions WHERE id = %(id)s AND status = 'pending'"
 _ACTIVE_OF_PLAN = f"""
 SELECT {_SUBSCRIPTION} FROM subscriptions
 WHERE account_id = %(account_id)s AND status = 'active' AND plan = %(plan)s
@@ -231,8 +245,8 @@ INSERT INTO subscriptions (account_id, plan, created_by) VALUES (%(account_id)s,
 RETURNING {_SUBSCRIPTION}
 """
 _INSERT_PAYMENT = f"""
-INSERT INTO payments (account_id, subscription_id, provider, merchant_oid, amount, currency)
-VALUES (%(account_id)s, %(subscription_id)s, %(provider)s, %(merchant_oid)s, %(amount)s, %(currency)s)
+INSERT INTO payments (account_id, subscription_id, provider, merchant_oid, amount, currency, checkout_requested_at)
+VALUES (%(account_id)s, %(subscription_id)s, %(provider)s, %(merchant_oid)s, %(amount)s, %(currency)s, now())
 RETURNING {_PAYMENT}
 """
 _LOCK_ACCOUNT = "SELECT id FROM accounts WHERE id = %(account_id)s FOR UPDATE"
@@ -332,39 +346,24 @@ async def list_plans(ctx: Context, params: PageParams) -> Page[PlanInfo]:
     return Page(data=data, total=len(plans), page=params.page, per_page=params.per_page)
 
 
-@procedure("billing.subscriptions.create", scope="write:billing", write=True, roles=BILLING_ROLES)
+@procedure("billing.subscriptions.create", scope="write:billing", write=True, roles=BILLING_ROLES, calls_out=True)
 async def create_subscription(ctx: Context, params: CreateSubscription) -> Subscribed:
     """Subscribe your account to `pro` or `enterprise`: a `pending` subscription and its `pending` payment,
     with the provider's payment page as `checkout` (null when no provider is configured). For the plan of
     your active subscription this is a renewal: a new payment on that subscription, whose period extends by
-    30 days when it completes."""
+    30 days when it completes. An account has at most two checkouts waiting on the provider at once."""
     plan = _plans()[params.plan]
-    merchant_oid = new_merchant_oid()
-    checkout = await _checkout(ctx, plan, merchant_oid)
-    values: dict[str, Any] = {
-        "account_id": ctx.principal.account_id,
-        "user_id": ctx.principal.user_id,
-        "plan": plan.name,
-    }
-    cursor = await ctx.conn.execute(_ACTIVE_OF_PLAN, values)
-    row = await cursor.fetchone()
-    if row is None:
-        cursor = await ctx.conn.execute(_INSERT_SUBSCRIPTION, values)
-        row = await cursor.fetchone()
-    subscription = Subscription(**row)  # type: ignore[arg-type]
-    cursor = await ctx.conn.execute(
-        _INSERT_PAYMENT,
-        {
-            "account_id": ctx.principal.account_id,
-            "subscription_id": subscription.id,
-            "provider": PROVIDER,
-            "merchant_oid": merchant_oid,
-            "amount": plan.price,
-            "currency": plan.currency,
-        },
-    )
-    payment = Payment(**await cursor.fetchone())  # type: ignore[arg-type]
-    return Subscribed(subscription=subscription, payment=payment, checkout=checkout)
+    async with ctx.transaction() as conn:
+        pending = await _open_checkout(ctx, conn, plan)
+    try:
+        checkout = await _checkout(ctx, pending)
+    except Unavailable:
+        async with ctx.transaction() as conn:
+            await _abandon_checkout(conn, pending)
+        raise
+    async with ctx.transaction() as conn:
+        await conn.execute(_CHECKOUT_ANSWERED, {"id": pending.payment.id})
+    return Subscribed(subscription=pending.subscription, payment=pending.payment, checkout=checkout)
 
 
 @procedure("billing.subscriptions.cancel", scope="write:billing", write=True, roles=BILLING_ROLES)
@@ -452,16 +451,53 @@ def _convert(row: Mapping[str, Any], shape: type[T]) -> T:
     return msgspec.convert(row, shape)
 
 
-async def _checkout(ctx: Context, plan: Plan, merchant_oid: str) -> Checkout | None:
-    """The provider's payment page, asked before anything is written (no lock is held while it answers);
-    a provider that fails raises `Unavailable` and the call writes nothing."""
-    provider = procedures.CATALOG.providers.get(PROVIDER)
-    if not isinstance(provider, PaymentPages):
-        return None
-    cursor = await ctx.conn.execute(_BUYER, {"user_id": ctx.principal.user_id})
+@dataclass(frozen=True, slots=True)
+class _PendingCheckout:
+    """What the first transaction of a checkout wrote, and the order the provider is asked about."""
+
+    subscription: Subscription
+    payment: Payment
+    new_subscription: bool
+    order: Order
+
+
+async def _open_checkout(ctx: Context, conn: Connection, plan: Plan) -> _PendingCheckout:
+    """The pending subscription (or the active one, for a renewal) and a pending payment marked as waiting on
+    the provider; `409` when the account already has `MAX_WAITING_CHECKOUTS` waiting (counted under the
+    account's row lock, so concurrent checkouts cannot both pass)."""
+    account_id = ctx.principal.account_id
+    values: dict[str, Any] = {"account_id": account_id, "user_id": ctx.principal.user_id, "plan": plan.name}
+    cursor = await conn.execute(_LOCK_ACCOUNT_WITH_BUYER, values)
     buyer = await cursor.fetchone()
     if buyer is None:
         raise NotFound("Your user no longer exists.")
+    waiting_for = dt.timedelta(seconds=ctx.settings.paytr_timeout + WAITING_MARGIN_SECONDS)
+    cursor = await conn.execute(_WAITING_CHECKOUTS, {"account_id": account_id, "waiting_for": waiting_for})
+    if (await one_row(cursor))["waiting"] >= MAX_WAITING_CHECKOUTS:
+        raise Conflict(
+            f"Your account already has {MAX_WAITING_CHECKOUTS} checkouts waiting for the payment provider; "
+            "retry when they have finished."
+        )
+    cursor = await conn.execute(_ACTIVE_OF_PLAN, values)
+    row = await cursor.fetchone()
+    new_subscription = row is None
+    if row is None:
+        cursor = await conn.execute(_INSERT_SUBSCRIPTION, values)
+        row = await one_row(cursor)
+    subscription = Subscription(**row)
+    merchant_oid = new_merchant_oid()
+    cursor = await conn.execute(
+        _INSERT_PAYMENT,
+        {
+            "account_id": account_id,
+            "subscription_id": subscription.id,
+            "provider": PROVIDER,
+            "merchant_oid": merchant_oid,
+            "amount": plan.price,
+            "currency": plan.currency,
+        },
+    )
+    payment = Payment(**await one_row(cursor))
     # The provider requires an e-mail; users of an external identity provider may have none.
     email = buyer["email"] or f"{ctx.principal.user_id}@users.invalid"
     order = Order(
@@ -473,7 +509,23 @@ async def _checkout(ctx: Context, plan: Plan, merchant_oid: str) -> Checkout | N
         buyer_name=buyer["display_name"] or buyer["account_name"] or email,
         buyer_ip=ctx.client_address,
     )
-    return await provider.checkout(ctx, order)
+    return _PendingCheckout(subscription, payment, new_subscription, order)
+
+
+async def _checkout(ctx: Context, pending: _PendingCheckout) -> Checkout | None:
+    """The provider's payment page, asked with no transaction open and no connection held; a provider that
+    fails (or does not answer within PAYTR_TIMEOUT) raises `Unavailable`."""
+    provider = procedures.CATALOG.providers.get(PROVIDER)
+    if not isinstance(provider, PaymentPages):
+        return None
+    return await provider.checkout(ctx, pending.order)
+
+
+async def _abandon_checkout(conn: Connection, pending: _PendingCheckout) -> None:
+    """A checkout the provider failed leaves nothing behind: its payment, and the subscription made for it."""
+    await conn.execute(_DELETE_PAYMENT, {"id": pending.payment.id})
+    if pending.new_subscription:
+        await conn.execute(_DELETE_SUBSCRIPTION, {"id": pending.subscription.id})
 
 
 # --- settlement (called by a provider module with a verified notice) ---------------------------------------

@@ -14,6 +14,7 @@ kept as information. PayTR repeats a notification until it is answered with the 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -36,7 +37,6 @@ from rpc.types import Connection
 log = logging.getLogger(__name__)
 
 PAYMENT_PAGE = "https://www.paytr.com/odeme/guvenli/"
-CHECKOUT_TIMEOUT = 10.0  # seconds for the get-token call; the subscribing client waits on it
 SIGNED = ("merchant_oid", "status", "total_amount", "hash")
 MAX_INFO_CHARS = 500  # of the unsigned, informational failure reason and code
 CURRENCIES = {"TRY": "TL"}  # PayTR's name for the Turkish lira
@@ -57,9 +57,11 @@ def major_units(amount: int) -> str:
 class PayTR:
     """The PayTR provider: `checkout` for `billing.subscriptions.create`, `receive` for its notifications."""
 
+    signed_fields = SIGNED
+
     async def checkout(self, ctx: Context, order: Order) -> Checkout | None:
         """The payment page of a pending payment; None when the merchant credentials are not all set.
-        The provider failing or not answering in time is `503 unavailable`."""
+        The provider failing or not answering within PAYTR_TIMEOUT (the whole exchange) is `503 unavailable`."""
         settings = ctx.settings
         merchant_id, key, salt = settings.paytr_merchant_id, settings.paytr_merchant_key, settings.paytr_merchant_salt
         if not (merchant_id and key and salt):
@@ -110,9 +112,10 @@ class PayTR:
             }
         )
         try:
-            response = await ctx.http.post(settings.paytr_api_url, data=form, timeout=CHECKOUT_TIMEOUT)
+            async with asyncio.timeout(settings.paytr_timeout):
+                response = await ctx.http.post(settings.paytr_api_url, data=form, timeout=settings.paytr_timeout)
             answer = response.json()
-        except (httpx.HTTPError, ValueError) as exc:
+        except (httpx.HTTPError, TimeoutError, ValueError) as exc:
             log.warning("PayTR get-token failed: %s", type(exc).__name__)
             raise Unavailable("The payment provider did not answer; retry shortly.") from exc
         if not isinstance(answer, dict):

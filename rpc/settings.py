@@ -42,11 +42,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     paytr_merchant_key: str | None = None
     paytr_merchant_salt: str | None = None
     paytr_api_url: str = "https://www.paytr.com/odeme/api/get-token"
+    paytr_timeout: float = 10.0
     forwarded_allow_ips: str = "127.0.0.1"
     metrics_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
     signin_limits_per_email: str = "10/minute"
     signin_limits_per_address: str = "100/minute"
     oauth_token_limit_per_client: str = "300/minute"  # noqa: S105 - a rate, not a secret
+    payment_notification_limit_per_address: str = "600/minute"
+    panel_write_limit_per_user: str = "60/minute"
+    password_hash_concurrency: int = 4
     db_pool_min: int = 2
     db_pool_max: int = 10
     db_pool_timeout: float = 5.0
@@ -98,11 +102,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             "paytr_merchant_key": env.get("PAYTR_MERCHANT_KEY") or None,
             "paytr_merchant_salt": env.get("PAYTR_MERCHANT_SALT") or None,
             "paytr_api_url": env.get("PAYTR_API_URL", "https://www.paytr.com/odeme/api/get-token"),
+            "paytr_timeout": env.get("PAYTR_TIMEOUT", "10"),
             "forwarded_allow_ips": env.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
             "metrics_allow": _names(env.get("METRICS_ALLOW", "127.0.0.0/8,::1/128")),
             "signin_limits_per_email": env.get("SIGNIN_LIMIT_PER_EMAIL", "10/minute"),
             "signin_limits_per_address": env.get("SIGNIN_LIMIT_PER_ADDRESS", "100/minute"),
             "oauth_token_limit_per_client": env.get("OAUTH_TOKEN_LIMIT_PER_CLIENT", "300/minute"),
+            "payment_notification_limit_per_address": env.get("PAYMENT_NOTIFICATION_LIMIT_PER_ADDRESS", "600/minute"),
+            "panel_write_limit_per_user": env.get("PANEL_WRITE_LIMIT_PER_USER", "60/minute"),
+            "password_hash_concurrency": env.get("PASSWORD_HASH_CONCURRENCY", "4"),
             "db_pool_min": env.get("DB_POOL_MIN", "2"),
             "db_pool_max": env.get("DB_POOL_MAX", "10"),
             "db_pool_timeout": env.get("DB_POOL_TIMEOUT", "5"),
@@ -122,6 +130,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raise SettingsError("set AUTH_JWKS_URL or AUTH_JWT_SECRET, not both")
         if (self.auth_jwks_url or self.auth_jwt_secret) and not self.auth_issuer:
             raise SettingsError("an external identity provider needs AUTH_ISSUER")
+        if (self.auth_jwks_url or self.auth_jwt_secret) and not self.auth_audience and self.production:
+            raise SettingsError(
+                "an external identity provider needs AUTH_AUDIENCE in production: without it, tokens the provider "
+                "minted for any other API of the same tenant would be accepted (RFC 8725 §3.9)"
+            )
         symmetric = {a for a in self.auth_algorithms if a.upper().startswith("HS")}
         if self.auth_jwks_url and symmetric:
             raise SettingsError("a JWKS provider may not use HS algorithms (key confusion)")
@@ -131,6 +144,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raise SettingsError("WEBHOOK_RETRY_WAITS needs at least one non-negative number")
         if self.webhook_timeout <= 0 or self.worker_heartbeat <= 0 or self.webhook_per_endpoint < 1:
             raise SettingsError("WEBHOOK_TIMEOUT, WORKER_HEARTBEAT and WEBHOOK_PER_ENDPOINT must be positive")
+        if self.password_hash_concurrency < 1:
+            raise SettingsError("PASSWORD_HASH_CONCURRENCY must be at least 1")
+        if not 0 < self.paytr_timeout <= 60:
+            raise SettingsError("PAYTR_TIMEOUT must be between 0 and 60 seconds")
         try:
             self.allowed_networks  # noqa: B018 - parsed here so that a typo stops the start
         except ValueError as exc:

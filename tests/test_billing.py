@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import datetime as dt
 import json
 import re
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -74,6 +77,7 @@ def settings(database: str, fake: FakePayTR, tmp_path_factory: pytest.TempPathFa
         database,
         DATA_DIR=str(tmp_path_factory.mktemp("data")),
         PUBLIC_URL=PUBLIC_URL,
+        PAYTR_TIMEOUT="1",
         **fake.settings(),
     )
 
@@ -192,16 +196,78 @@ def test_only_paid_plans_can_be_subscribed_to(call: Call, payer: User, plan: Any
 
 @pytest.mark.parametrize("mode", ["refuse", "error", "garbage", "drop", "slow"])
 def test_a_failing_provider_is_503_and_nothing_is_created(
-    call: Call, fake: FakePayTR, admin: Admin, payer: User, mode: str, monkeypatch: pytest.MonkeyPatch
+    call: Call, fake: FakePayTR, admin: Admin, payer: User, mode: str
 ) -> None:
-    monkeypatch.setattr(paytr, "CHECKOUT_TIMEOUT", 0.5)
-    fake.mode, fake.delay = mode, 1.5
+    fake.mode, fake.delay = mode, 1.5  # slower than the module's PAYTR_TIMEOUT of 1 s
     response = call("billing.subscriptions.create", payer, plan="pro")
     refused(response, 503, "unavailable")
     assert "Retry-After" in response.headers
     assert KEY not in response.text and SALT not in response.text
     assert count(admin, "subscriptions", payer) == 0 and count(admin, "payments", payer) == 0
     assert fake.requests[-1].verdict == mode
+
+
+class HangingProvider:
+    """A socket that accepts every connection and never answers: the payment provider at its worst."""
+
+    def __init__(self) -> None:
+        self._socket = socket.create_server(("127.0.0.1", 0), backlog=64)
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}/odeme/api/get-token"
+        self.held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.held.append(self._socket.accept()[0])
+
+    def __enter__(self) -> HangingProvider:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._socket.close()
+        for held in self.held:
+            held.close()
+
+
+def test_a_hanging_provider_cannot_starve_other_accounts(
+    database: str, fake: FakePayTR, admin: Admin, tmp_path: Any
+) -> None:
+    """Eight checkouts from four accounts wait on a provider that never answers, with a pool of four
+    connections: another account is served at once, a third checkout of one account is refused, and the waiting
+    ones end as 503 with nothing left behind."""
+    buyers = [admin.user("employer", plan="free") for _ in range(4)]
+    other = admin.user("employer")
+    with HangingProvider() as hanging:
+        slow = settings_for(
+            database,
+            DATA_DIR=str(tmp_path),
+            PUBLIC_URL=PUBLIC_URL,
+            DB_POOL_MIN="1",
+            DB_POOL_MAX="4",
+            PAYTR_TIMEOUT="4",
+            **{**fake.settings(), "PAYTR_API_URL": hanging.url},
+        )
+        with LiveServer(slow) as live, live.client() as client, ThreadPoolExecutor(8) as pool:
+
+            def checkout(user: User) -> httpx.Response:
+                return client.post("/v1/billing.subscriptions.create", json={"plan": "pro"}, headers=user.auth)
+
+            waiting = [pool.submit(checkout, user) for user in buyers for _ in range(2)]
+            deadline = time.monotonic() + 10
+            while len(hanging.held) < 8 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert len(hanging.held) == 8, "every checkout is waiting on the provider"
+            started = time.monotonic()
+            assert client.get("/v1/jobs.list", headers=other.auth).status_code == 200
+            assert time.monotonic() - started < 2
+            third = refused(checkout(buyers[0]), 409, "conflict")
+            assert "waiting" in third["message"]
+            for response in waiting:
+                refused(response.result(), 503, "unavailable")
+    for user in buyers:
+        assert count(admin, "payments", user) == 0 and count(admin, "subscriptions", user) == 0
 
 
 def test_a_wrong_merchant_key_is_refused_by_the_provider(
