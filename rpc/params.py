@@ -50,16 +50,31 @@ async def read_json(
         if not isinstance(data, dict):
             raise InvalidJson("The body must be a JSON object.") from exc
         raise InvalidParams(field_errors(params_type, data, exc, strict=True)) from exc
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise InvalidJson("The body is not valid JSON.") from exc
+    except UNDECODABLE as exc:
+        raise not_json(exc) from exc
+
+
+# What msgspec raises for bytes that are not JSON it can decode: malformed JSON, strings that are not UTF-8
+# (RFC 8259 §8.1), and arrays or objects nested deeper than its decoder goes (RecursionError).
+UNDECODABLE = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+
+
+def not_json(exc: Exception) -> InvalidJson:
+    """The 400 that says what is wrong with a body msgspec could not decode, and where."""
+    if isinstance(exc, RecursionError):
+        return InvalidJson("The body nests arrays or objects too deeply to be read.")
+    if isinstance(exc, UnicodeDecodeError):
+        return InvalidJson("The body is not valid JSON: a string is not UTF-8.")
+    reason = str(exc).removeprefix("JSON is malformed: ").rstrip(".")
+    return InvalidJson(f"The body is not valid JSON: {reason}.")
 
 
 def decode_json(body: bytes) -> Any:
-    """Any JSON value; malformed JSON and strings that are not UTF-8 (RFC 8259 §8.1) are `InvalidJson`."""
+    """Any JSON value; what msgspec cannot decode is `InvalidJson`, saying why."""
     try:
         return msgspec.json.decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise InvalidJson("The body is not valid JSON.") from exc
+    except UNDECODABLE as exc:
+        raise not_json(exc) from exc
 
 
 def is_json(content_type: str) -> bool:

@@ -4,15 +4,18 @@ The framework reads the notification (form-encoded as providers send it, or JSON
 the provider named by the path segment inside one transaction, answers with the provider's plain-text
 verdict, and records every notification — valid or not — with its verdict for audit. A provider is one
 object of the business layer (`procedures/`), handed over at assembly.
+
+Anyone can post here, so the receiver is limited per client address, and what it keeps of a notification that
+did not verify is bounded: the provider's signed fields (each cut to `MAX_SIGNED_CHARS`) and at most
+`MAX_UNVERIFIED_REST_BYTES` of the rest. A verified notification is kept whole.
 """
 
 from __future__ import annotations
 
 import logging
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-import msgspec
 from psycopg.types.json import Jsonb
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -20,14 +23,16 @@ from starlette.routing import Route
 
 from rpc.auth.routes import client_address
 from rpc.db import Pool
-from rpc.errors import RpcError
-from rpc.params import is_json, read_body
+from rpc.errors import RateLimited, RpcError
+from rpc.params import decode_json, is_json, read_body
 from rpc.providers import Verdict
 from rpc.services import services
 
 log = logging.getLogger(__name__)
 
 MAX_NOTIFICATION_BYTES = 64 * 1024
+MAX_SIGNED_CHARS = 256
+MAX_UNVERIFIED_REST_BYTES = 1024
 
 _RECORD = """
 INSERT INTO payment_notifications (provider, remote_address, fields, verdict, merchant_oid)
@@ -42,10 +47,16 @@ async def receive_notification(request: Request) -> Response:
     provider = state.providers.get(name)
     if provider is None:
         return PlainTextResponse("unknown payment provider", status_code=404)
+    address = client_address(request)
+    try:
+        await state.throttle.hit_address("payment_notifications", address)
+    except RateLimited as exc:
+        return PlainTextResponse("too many notifications", status_code=exc.status, headers=exc.headers())
     try:
         fields = await _fields(request)
     except (RpcError, ValueError) as exc:
-        verdict = Verdict(400, "malformed notification", f"malformed: {type(exc).__name__}")
+        verdict = Verdict(400, "malformed notification", "malformed")
+        log.info("malformed notification to %s: %s", name, exc)
         fields = {}
     else:
         try:
@@ -54,7 +65,8 @@ async def receive_notification(request: Request) -> Response:
         except Exception:
             log.exception("payment notification from %s failed", name)
             verdict = Verdict(500, "temporary failure, retry", "error")
-    await _record(state.pool, name, client_address(request), fields, verdict)
+    kept = fields if verdict.status == 200 else _unverified(fields, provider.signed_fields)
+    await _record(state.pool, name, address, kept, verdict)
     return PlainTextResponse(verdict.body, status_code=verdict.status)
 
 
@@ -62,11 +74,28 @@ async def _fields(request: Request) -> dict[str, str]:
     """The notification's fields, form-encoded (as providers send them) or a JSON object."""
     body = await read_body(request, MAX_NOTIFICATION_BYTES)
     if is_json(request.headers.get("content-type", "")):
-        data = msgspec.json.decode(body)
+        data = decode_json(body)
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         return {str(key): str(value) for key, value in data.items()}
     return dict(urllib.parse.parse_qsl(body.decode(), keep_blank_values=True, strict_parsing=bool(body)))
+
+
+def _unverified(fields: Mapping[str, str], signed: Sequence[str]) -> dict[str, str]:
+    """What is kept of a notification that did not verify: its signed fields, cut short, and the rest while it
+    fits in `MAX_UNVERIFIED_REST_BYTES` (a `_truncated` mark says when something was left out)."""
+    kept = {name: fields[name][:MAX_SIGNED_CHARS] for name in signed if name in fields}
+    budget = MAX_UNVERIFIED_REST_BYTES
+    for name, value in fields.items():
+        if name in kept:
+            continue
+        size = len(name.encode()) + len(value.encode())
+        if size > budget:
+            kept["_truncated"] = "true"
+            break
+        kept[name] = value
+        budget -= size
+    return kept
 
 
 async def _record(pool: Pool, provider: str, remote_address: str, fields: Mapping[str, str], verdict: Verdict) -> None:

@@ -21,7 +21,11 @@ class Verdict:
 
 
 class Provider(Protocol):
-    """Checks a notification's signature and applies it, inside the transaction it is given."""
+    """Checks a notification's signature and applies it, inside the transaction it is given. `signed_fields`
+    are the fields its signature covers (kept, cut short, even of a notification that does not verify)."""
+
+    @property
+    def signed_fields(self) -> tuple[str, ...]: ...
 
     async def receive(
         self, conn: Connection, emitter: Emitter, settings: Settings, fields: Mapping[str, str]

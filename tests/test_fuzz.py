@@ -152,3 +152,40 @@ def test_tricky_strings_in_every_text_field(client: httpx.Client, callers: list[
             check(client.post(f"/v1/{name}", json={field: value}, headers=callers[0].auth))
             if not proc.write:
                 check(client.get(f"/v1/{name}", params={field: value[:2000]}, headers=callers[0].auth))
+
+
+DEEP = [b"[" * 10_000, b'{"a":' * 5_000, b'{"x": ' + b"[" * 3_000 + b"]" * 3_000 + b"}"]
+
+
+@pytest.mark.parametrize("name", PROCEDURES)
+def test_json_nested_too_deeply_is_invalid_json_for_every_procedure(
+    client: httpx.Client, callers: list[User], name: str
+) -> None:
+    headers = {**callers[0].auth, "Content-Type": "application/json"}
+    for body in DEEP:
+        response = client.post(f"/v1/{name}", content=body, headers=headers)
+        check(response)
+        assert (response.status_code, response.json()["error"]["code"]) == (400, "invalid_json")
+
+
+@pytest.mark.parametrize(
+    ("path", "error"),
+    [
+        ("/auth/login", "invalid_json"),
+        ("/auth/refresh", "invalid_json"),
+        ("/oauth/token", "invalid_request"),
+        ("/oauth/revoke", "invalid_request"),
+    ],
+)
+def test_json_nested_too_deeply_is_refused_by_every_json_endpoint(client: httpx.Client, path: str, error: str) -> None:
+    for body in DEEP:
+        response = client.post(path, content=body, headers={"Content-Type": "application/json"})
+        assert response.status_code == 400, (path, response.status_code, response.text[:200])
+        answer = response.json()
+        assert answer.get("error") == error or answer.get("error", {}).get("code") == error, answer
+
+
+def test_json_nested_too_deeply_is_a_malformed_payment_notification(client: httpx.Client) -> None:
+    for body in DEEP:
+        response = client.post("/api/webhooks/paytr", content=body, headers={"Content-Type": "application/json"})
+        assert response.status_code == 400 and response.headers["content-type"].startswith("text/plain")

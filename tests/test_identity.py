@@ -3,6 +3,7 @@ document, refresh-token rotation with reuse detection, and the sign-in throttle.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections.abc import Iterator
@@ -12,7 +13,10 @@ import httpx
 import jwt
 import pytest
 
+from rpc.auth.passwords import Passwords
+from rpc.errors import RateLimited
 from rpc.settings import Settings
+from rpc.throttle import address_key
 from tests.support import Admin, LiveServer, User, error_code, me, settings_for
 
 AUDIENCE = "hire-api"
@@ -312,3 +316,43 @@ def test_refresh_counts_against_the_address(throttled: httpx.Client) -> None:
         assert refresh(throttled, "garbage", **address).status_code == 401
     assert_rate_limited(refresh(throttled, "garbage", **address))
     assert refresh(throttled, "garbage", **from_address("203.0.113.10")).status_code == 401
+
+
+def test_an_ipv6_client_is_counted_by_its_64_network(throttled: httpx.Client, employer: User) -> None:
+    """Hopping between the addresses of one /64 allocation does not buy more guesses."""
+    for n in range(3):
+        response = login(throttled, f"v6-{n}@example.test", "wrong", **from_address(f"2001:db8:7:7::{n + 1}"))
+        assert response.status_code == 401
+    assert_rate_limited(login(throttled, employer.email, employer.password, **from_address("2001:db8:7:7:ffff::9")))
+    assert login(throttled, employer.email, employer.password, **from_address("2001:db8:7:8::1")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("address", "key"),
+    [
+        ("198.51.100.7", "198.51.100.7"),
+        ("::ffff:198.51.100.7", "198.51.100.7"),
+        ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+        ("unknown", "unknown"),
+    ],
+)
+def test_addresses_are_counted_by_their_key(address: str, key: str) -> None:
+    assert address_key(address) == key
+
+
+def test_a_flood_of_sign_ins_cannot_hash_without_bound() -> None:
+    """Argon2 holds 64 MiB per hash: beyond the running ones and a bounded queue, attempts are refused."""
+
+    async def flood() -> None:
+        passwords = Passwords(concurrency=1, max_waiting=1)
+        stored = await passwords.hash("correct horse battery")
+        first = asyncio.create_task(passwords.verify(stored, "guess"))
+        second = asyncio.create_task(passwords.verify(stored, "guess"))
+        while passwords.waiting < 1:  # noqa: ASYNC110 - until `second` queues behind `first`
+            await asyncio.sleep(0)
+        with pytest.raises(RateLimited):
+            await passwords.verify(stored, "guess")
+        assert await first is False and await second is False
+        assert await passwords.verify(stored, "correct horse battery")
+
+    asyncio.run(flood())

@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -384,3 +385,47 @@ def test_an_unconfigured_provider_asks_to_be_retried(
     assert response.status_code == 503 and response.text != "OK"
     assert state(admin, oid)["payment"]["status"] == "pending"
     assert audit(admin, oid) == ["not_configured"]
+
+
+# --- what anyone could send (CONTRACT.md §23) -------------------------------------------------------------------
+
+
+def test_junk_of_an_invalid_notification_is_not_stored_whole(client: httpx.Client, admin: Admin) -> None:
+    """Sixty kilobytes of junk beside a wrong hash: the signed fields and at most 1 KiB of the rest are kept."""
+    oid = f"JUNK{uuid.uuid4().hex}"
+    fields = {**signed(oid), "hash": "not-the-hash", **{f"junk{n}": "x" * 1000 for n in range(60)}}
+    assert notify(client, fields).status_code == 400
+    [row] = admin.sql(
+        "SELECT fields, octet_length(fields::text) AS size FROM payment_notifications WHERE merchant_oid = %(oid)s",
+        {"oid": oid},
+    )
+    kept = row["fields"]
+    assert {name: kept[name] for name in ("merchant_oid", "status", "total_amount", "hash")} == {
+        "merchant_oid": oid,
+        "status": "success",
+        "total_amount": str(PRO_PRICE),
+        "hash": "not-the-hash",
+    }
+    assert kept["_truncated"] == "true" and row["size"] < 2048
+
+
+def test_deeply_nested_json_is_a_malformed_notification(client: httpx.Client, admin: Admin) -> None:
+    before = admin.sql("SELECT max(id) AS id FROM payment_notifications")[0]["id"] or 0
+    response = client.post("/api/webhooks/paytr", content=b"[" * 100_000, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400 and response.headers["content-type"].startswith("text/plain")
+    rows = admin.sql("SELECT verdict, fields FROM payment_notifications WHERE id > %(id)s", {"id": before})
+    assert [(row["verdict"], row["fields"]) for row in rows] == [("malformed", {})]
+
+
+def test_the_receiver_is_limited_per_client_address(database: str, fake: FakePayTR, tmp_path: Any) -> None:
+    limited = settings_for(
+        database, DATA_DIR=str(tmp_path), PAYMENT_NOTIFICATION_LIMIT_PER_ADDRESS="3/minute", **fake.settings()
+    )
+    with LiveServer(limited) as live, live.client() as client:
+        for _ in range(3):
+            response = client.post("/api/webhooks/paytr", data={"x": "y"}, headers={"X-Forwarded-For": "192.0.2.5"})
+            assert response.status_code == 400
+        refused = client.post("/api/webhooks/paytr", data={"x": "y"}, headers={"X-Forwarded-For": "192.0.2.5"})
+        assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+        other = client.post("/api/webhooks/paytr", data={"x": "y"}, headers={"X-Forwarded-For": "192.0.2.6"})
+        assert other.status_code == 400

@@ -143,7 +143,8 @@ async def _minute_left(account_id: str) -> int:
     return 60 - await storage.get(minute.key_for(account_id))
 
 
-def test_redis_down_fails_open(databases: Databases, tmp_path: Path) -> None:
+def test_redis_down_fails_open_for_accounts_and_closed_for_sign_in(databases: Databases, tmp_path: Path) -> None:
+    """An outage of the counters is no outage of the API, and no open door for password guessing."""
     url = databases.copy()
     settings = settings_for(url, RATE_LIMIT_STORAGE="redis://127.0.0.1:1/0", DATA_DIR=str(tmp_path))
     admin = Admin(url, settings)
@@ -153,6 +154,11 @@ def test_redis_down_fails_open(databases: Databases, tmp_path: Path) -> None:
             response = client.get("/v1/jobs.list", headers=user.auth)
             assert response.status_code == 200
             assert "X-RateLimit-Limit" not in response.headers
+        signin = client.post("/auth/login", json={"email": user.email, "password": user.password})
+        assert (signin.status_code, error_code(signin)) == (429, "rate_limited")
+        assert int(signin.headers["Retry-After"]) >= 1
+        token = client.post("/oauth/token", data={"grant_type": "refresh_token", "client_id": "x"})
+        assert (token.status_code, token.json()["error"]) == (429, "rate_limited")
 
 
 def _serve(port: int, database_url: str, data_dir: Path) -> subprocess.Popen[str]:

@@ -14,7 +14,7 @@ import msgspec
 
 from rpc.auth.authenticate import AUDIENCE
 from rpc.auth.keyring import KeyRing
-from rpc.auth.passwords import verify_password
+from rpc.auth.passwords import Passwords
 from rpc.crypto import random_token, token_hash
 from rpc.errors import InvalidCredentials, InvalidToken
 from rpc.settings import Settings
@@ -52,9 +52,10 @@ class TokenPair(msgspec.Struct, frozen=True, kw_only=True):
 class IdentityProvider:
     """Issues and rotates the built-in provider's tokens."""
 
-    def __init__(self, settings: Settings, keyring: KeyRing) -> None:
+    def __init__(self, settings: Settings, keyring: KeyRing, passwords: Passwords) -> None:
         self._settings = settings
         self._keyring = keyring
+        self.passwords = passwords
 
     def access_token(self, user_id: str, expires_in: int = ACCESS_TOKEN_SECONDS) -> str:
         """A session JWT for `user_id`; a negative `expires_in` gives an already expired one (tests, support)."""
@@ -69,13 +70,19 @@ class IdentityProvider:
         }
         return self._keyring.sign(claims)
 
-    async def login(self, conn: Connection, email: str, password: str) -> TokenPair:
+    async def check_password(self, conn: Connection, email: str, password: str) -> str:
+        """The id of the built-in provider's user with this e-mail and password; `InvalidCredentials` otherwise,
+        in the same time whether or not the e-mail is known."""
         cursor = await conn.execute(_USER_BY_EMAIL, {"email": email.strip().lower()})
         row = await cursor.fetchone()
-        if not await verify_password(row["password_hash"] if row else None, password) or row is None:
+        if not await self.passwords.verify(row["password_hash"] if row else None, password) or row is None:
             raise InvalidCredentials()
+        return str(row["id"])
+
+    async def login(self, conn: Connection, email: str, password: str) -> TokenPair:
+        user_id = await self.check_password(conn, email, password)
         async with conn.transaction():
-            return await self._issue(conn, str(row["id"]), uuid.uuid4())
+            return await self._issue(conn, user_id, uuid.uuid4())
 
     async def refresh(self, conn: Connection, refresh_token: str) -> TokenPair:
         async with conn.transaction():

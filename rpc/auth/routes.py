@@ -39,7 +39,7 @@ async def login(request: Request) -> Response:
     state = services(request)
     try:
         params = await read_json(request, _login_decoder, Login, empty_is_object=False)
-        await state.throttle.hit("signin_address", client_address(request))
+        await state.throttle.hit_address("signin_address", client_address(request))
         await state.throttle.hit("signin_email", params.email.strip().lower())
         async with state.pool.connection() as conn:
             pair = await state.identity.login(conn, params.email, params.password)
@@ -53,7 +53,7 @@ async def refresh(request: Request) -> Response:
     state = services(request)
     try:
         params = await read_json(request, _refresh_decoder, Refresh, empty_is_object=False)
-        await state.throttle.hit("signin_address", client_address(request))
+        await state.throttle.hit_address("signin_address", client_address(request))
         async with state.pool.connection() as conn:
             pair = await state.identity.refresh(conn, params.refresh_token)
     except Exception as exc:

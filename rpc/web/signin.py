@@ -11,14 +11,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from rpc.auth.oauth import authorized_apps, revoke_access
-from rpc.auth.passwords import verify_password
 from rpc.auth.routes import client_address
-from rpc.errors import PayloadTooLarge, RateLimited
+from rpc.errors import InvalidCredentials, PayloadTooLarge, RateLimited
 from rpc.web.forms import FormError, read_form, single
 from rpc.web.pages import DEFAULT_LANDING, local_path, redirect, signin_url
 from rpc.web.state import Web, web
 
-_USER_BY_EMAIL = "SELECT id, password_hash FROM users WHERE email = %(email)s AND issuer IS NULL"
 MAX_EMAIL_LENGTH = 254
 MAX_PASSWORD_LENGTH = 1024
 
@@ -65,17 +63,19 @@ async def signin(request: Request) -> Response:
     if not email or not password or len(email) > MAX_EMAIL_LENGTH or len(password) > MAX_PASSWORD_LENGTH:
         return _signin_form(request, state, next_path, status=400, email=email, error="Enter your e-mail and password.")
     try:
-        await state.throttle.hit("signin_address", client_address(request))
+        await state.throttle.hit_address("signin_address", client_address(request))
         await state.throttle.hit("signin_email", email)
     except RateLimited as exc:
         return state.pages.rate_limited(exc)
     async with state.pool.connection() as conn:
-        cursor = await conn.execute(_USER_BY_EMAIL, {"email": email})
-        row = await cursor.fetchone()
-        if not await verify_password(row["password_hash"] if row else None, password) or row is None:
+        try:
+            user_id = await state.identity.check_password(conn, email, password)
+        except InvalidCredentials:
             error = "The e-mail or password is wrong."
             return _signin_form(request, state, next_path, status=400, email=email, error=error)
-        session = await state.sessions.start(conn, str(row["id"]))
+        except RateLimited as exc:
+            return state.pages.rate_limited(exc)
+        session = await state.sessions.start(conn, user_id)
         previous = await state.sessions.current(conn, request)
         if previous is not None:  # signing in again (perhaps as someone else) ends the session it replaces
             await state.sessions.end(conn, previous.session)

@@ -7,6 +7,7 @@ from typing import cast
 
 from starlette.requests import Request
 
+from rpc.auth.identity import IdentityProvider
 from rpc.auth.oauth import AuthorizationServer, ScopePolicy
 from rpc.db import Pool
 from rpc.services import Services
@@ -20,6 +21,7 @@ from rpc.web.sessions import SessionStore
 class Web:
     settings: Settings
     pool: Pool
+    identity: IdentityProvider
     server: AuthorizationServer
     sessions: SessionStore
     pages: Pages
@@ -33,6 +35,7 @@ class Web:
         return cls(
             settings=settings,
             pool=services.pool,
+            identity=services.identity,
             server=AuthorizationServer(settings, services.keyring, policy),
             sessions=SessionStore(settings),
             pages=Pages(),

@@ -16,7 +16,6 @@ import logging
 import urllib.parse
 from typing import Any
 
-import msgspec
 import psycopg
 from psycopg_pool import PoolTimeout
 from starlette.requests import Request
@@ -29,8 +28,8 @@ from rpc.auth.routes import NO_STORE, client_address
 from rpc.db import translate
 from rpc.dispatch import ANY_METHOD
 from rpc.envelope import encoder
-from rpc.errors import RpcError
-from rpc.params import is_json, read_body
+from rpc.errors import InvalidJson, RpcError
+from rpc.params import decode_json, is_json, read_body
 from rpc.responses import json_response
 from rpc.web.forms import FORM, MAX_FORM_BYTES, FormError, media_type, parse_form
 from rpc.web.state import Web, web
@@ -108,7 +107,7 @@ async def metadata(request: Request) -> Response:
 async def _read(request: Request, state: Web) -> dict[str, str]:
     """The body's parameters, once each; counted against the address before anything else, and against the
     client it names before that client is checked."""
-    await state.throttle.hit("oauth_token_address", client_address(request))
+    await state.throttle.hit_address("oauth_token_address", client_address(request))
     body = await read_body(request, MAX_FORM_BYTES)
     kind = media_type(request)
     if kind == FORM:
@@ -132,9 +131,9 @@ async def _read(request: Request, state: Web) -> dict[str, str]:
 
 def _json_params(body: bytes) -> dict[str, str]:
     try:
-        data = msgspec.json.decode(body or b"null")
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise InvalidRequest("The body is not valid JSON.") from exc
+        data = decode_json(body or b"null")
+    except InvalidJson as exc:
+        raise InvalidRequest(exc.message) from exc
     if not isinstance(data, dict):
         raise InvalidRequest("The body must be a JSON object.")
     wrong = sorted(name for name, value in data.items() if not isinstance(value, str))
