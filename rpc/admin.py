@@ -14,9 +14,9 @@ from rpc.auth import apikeys
 from rpc.auth.identity import IdentityProvider
 from rpc.auth.keyring import KeyRing
 from rpc.auth.oauth_clients import InvalidClientSpec, create_client
-from rpc.auth.passwords import hash_password
+from rpc.auth.passwords import Passwords
 from rpc.catalog import Catalog
-from rpc.crypto import Sealer, token_hash
+from rpc.crypto import Sealer
 from rpc.db import one_row
 from rpc.settings import Settings
 from rpc.types import ROLES, Connection
@@ -35,14 +35,6 @@ VALUES (%(account_id)s, %(role)s, %(email)s, %(password_hash)s)
 RETURNING id
 """
 _USER_BY_EMAIL = "SELECT id, account_id, role FROM users WHERE email = %(email)s AND issuer IS NULL"
-_INSERT_API_KEY = """
-INSERT INTO api_keys (user_id, name, mode, prefix, key_hash, scopes)
-VALUES (%(user_id)s, %(name)s, %(mode)s, %(prefix)s, %(hash)s, %(scopes)s)
-RETURNING id
-"""
-_REVOKE_API_KEY = """
-UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = %(id)s RETURNING id, revoked_at
-"""
 _DELIVERY_ACCOUNT = """
 SELECT ep.account_id FROM webhook_deliveries AS d JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
 WHERE d.id = %(id)s
@@ -69,7 +61,7 @@ async def create_user(
     if not password:
         raise AdminError("--password may not be empty")
     email = _email(email)
-    password_hash = await hash_password(password)
+    password_hash = await Passwords().hash(password)
     async with conn.transaction():
         if account_id is not None:
             cursor = await conn.execute(_ACCOUNT_EXISTS, {"id": _uuid(account_id, "--account-id")})
@@ -94,36 +86,35 @@ async def mint_token(conn: Connection, settings: Settings, *, email: str, expire
         raise AdminError("mint-token is refused on a production deployment")
     user = await _user(conn, email)
     keyring = await KeyRing.load(conn, Sealer(settings.secret_key))
-    token = IdentityProvider(settings, keyring).access_token(str(user["id"]), expires_in)
+    token = IdentityProvider(settings, keyring, Passwords()).access_token(str(user["id"]), expires_in)
     return {"access_token": token}
 
 
 async def create_api_key(
-    conn: Connection, catalog: Catalog, *, email: str, name: str, scopes: Sequence[str], mode: str
+    conn: Connection,
+    settings: Settings,
+    catalog: Catalog,
+    *,
+    email: str,
+    name: str,
+    scopes: Sequence[str],
+    mode: str,
 ) -> dict[str, Any]:
-    unknown = sorted(set(scopes) - set(catalog.scopes))
-    if unknown or not scopes:
-        raise AdminError(f"--scopes takes a comma-separated subset of {', '.join(catalog.scopes)}")
-    if mode not in ("live", "test"):
-        raise AdminError("--mode must be live or test")
-    if not 1 <= len(name) <= 100:
-        raise AdminError("--name takes 1 to 100 characters")
     user = await _user(conn, email)
-    if user["role"] not in ("employer", "admin"):
-        raise AdminError("API keys are for employers and admins; candidates use sessions or OAuth apps")
-    key = apikeys.generate(mode)  # type: ignore[arg-type]
-    cursor = await conn.execute(
-        _INSERT_API_KEY,
-        {
-            "user_id": user["id"],
-            "name": name,
-            "mode": mode,
-            "prefix": key[: apikeys.DISPLAY_PREFIX_LENGTH],
-            "hash": token_hash(key),
-            "scopes": sorted(set(scopes)),
-        },
-    )
-    return {"id": str((await one_row(cursor))["id"]), "key": key}
+    owner = apikeys.Owner(user_id=str(user["id"]), account_id=str(user["account_id"]), role=user["role"])
+    try:
+        key_id, key = await apikeys.create_key(
+            conn,
+            owner,
+            name=name,
+            scopes=scopes,
+            mode=mode,
+            every_scope=list(catalog.scopes),
+            production=settings.production,
+        )
+    except apikeys.InvalidKey as exc:
+        raise AdminError("; ".join(_option_error(field, message) for field, message in exc.errors.items())) from exc
+    return {"id": key_id, "key": key}
 
 
 async def create_oauth_client(
@@ -152,17 +143,15 @@ async def create_oauth_client(
             production=settings.production,
         )
     except InvalidClientSpec as exc:
-        option = {"redirect_uris": "redirect-uri"}.get(exc.field, exc.field)
-        raise AdminError(f"--{option}: {exc}") from exc
+        raise AdminError(_option_error(exc.field, str(exc))) from exc
     return {"client_id": client.id, "client_secret": secret}
 
 
 async def revoke_api_key(conn: Connection, *, key_id: str) -> dict[str, Any]:
-    cursor = await conn.execute(_REVOKE_API_KEY, {"id": _uuid(key_id, "--id")})
-    row = await cursor.fetchone()
+    row = await apikeys.revoke_key(conn, _uuid(key_id, "--id"), None)
     if row is None:
         raise AdminError(f"no API key {key_id}")
-    return {"id": str(row["id"]), "revoked_at": row["revoked_at"]}
+    return {"id": row["id"], "revoked_at": row["revoked_at"]}
 
 
 async def set_plan(conn: Connection, catalog: Catalog, *, email: str, plan: str) -> dict[str, Any]:
@@ -181,7 +170,7 @@ async def create_webhook(
     try:
         endpoint, secret = await webhooks.create(conn, str(user["account_id"]), url, events)
     except InvalidEndpoint as exc:
-        raise AdminError(f"--{'events' if exc.field == 'event_kinds' else exc.field}: {exc}") from exc
+        raise AdminError(_option_error(exc.field, str(exc))) from exc
     return {"id": endpoint.id, "secret": secret}
 
 
@@ -219,6 +208,12 @@ async def _user(conn: Connection, email: str) -> dict[str, Any]:
     if row is None:
         raise AdminError(f"no user with e-mail {email}")
     return row
+
+
+def _option_error(field: str, message: str) -> str:
+    """A rule's message, naming the command-line option at fault (or none, for the account's cap)."""
+    option = {"redirect_uris": "redirect-uri", "event_kinds": "events", "form": "", "role": "email"}.get(field, field)
+    return f"--{option}: {message}" if option else message
 
 
 def _email(email: str) -> str:

@@ -406,7 +406,7 @@ async def seed_employers(
     keys, tokens = [], []
     for number in range(count):
         email = employer_email(number)
-        key = await ops.create_api_key(conn, catalog, email=email, name="bench", scopes=SCOPES, mode="test")
+        key = await ops.create_api_key(conn, settings, catalog, email=email, name="bench", scopes=SCOPES, mode="test")
         token = await ops.mint_token(conn, settings, email=email, expires_in=TOKEN_SECONDS)
         await ops.create_webhook(conn, webhooks, email=email, url=hook_url, events=HOOK_EVENTS)
         keys.append(str(key["key"]))

@@ -213,6 +213,7 @@ async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict
         "mint-token": lambda conn: ops.mint_token(conn, settings, email=args.email, expires_in=args.expires_in),
         "create-api-key": lambda conn: ops.create_api_key(
             conn,
+            settings,
             catalog,
             email=args.email,
             name=args.name,

@@ -67,15 +67,23 @@ async def one_row(cursor: psycopg.AsyncCursor[DictRow]) -> DictRow:
     return row
 
 
+async def count_for_account(conn: Connection, account_id: str, query: str) -> int:
+    """Lock the account's row, then count with `query` (`%(account_id)s`, one `n` column), inside the caller's
+    transaction: creations of one account take turns, so that two cannot both take its last free place."""
+    await conn.execute("SELECT FROM accounts WHERE id = %(account_id)s FOR UPDATE", {"account_id": account_id})
+    cursor = await conn.execute(query, {"account_id": account_id})
+    return int((await one_row(cursor))["n"])
+
+
 def translate(exc: psycopg.Error | PoolTimeout, registry: Registry | None) -> RpcError | None:
     """The API error a driver error stands for, or None when it is a bug (an internal error)."""
     if isinstance(exc, PoolTimeout | psycopg.OperationalError):
         log.warning("database unavailable: %s", type(exc).__name__)
         return Unavailable()
     if isinstance(exc, pgerrors.UniqueViolation | pgerrors.ExclusionViolation):
+        # The constraint chooses the message; its name, a detail of our schema, is not shown.
         constraint = exc.diag.constraint_name
-        message = registry.conflict_message(constraint) if registry else None
-        return Conflict(message, {"constraint": constraint})
+        return Conflict(registry.conflict_message(constraint) if registry else None)
     if isinstance(exc, psycopg.DataError):  # SQLSTATE class 22: a value the database cannot take
         return InvalidParams([{"field": "", "message": "A value is not acceptable (out of range or malformed)."}])
     return None

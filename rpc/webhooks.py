@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from rpc.crypto import Sealer
-from rpc.db import one_row
+from rpc.db import count_for_account, one_row
 from rpc.delivery import ENDPOINT_SEAL_PURPOSE, Queue, guard
 from rpc.envelope import Struct
 from rpc.errors import NotFound
@@ -31,6 +31,7 @@ SECRET_PREFIX = "whsec_"  # noqa: S105 - the prefix of every signing secret, not
 ROTATION_OVERLAP = dt.timedelta(hours=24)
 TEST_EVENT = "webhook.test"
 MAX_URL_LENGTH = 2000
+MAX_ENDPOINTS = 20  # per account (CONTRACT.md §23): each event is sent to every endpoint that asked for it
 
 _COLUMNS = """id::text AS id, url, event_kinds, enabled, overlap_until, created_at, updated_at"""
 _INSERT = f"""
@@ -39,6 +40,7 @@ VALUES (%(account_id)s, %(url)s, %(event_kinds)s, %(secret)s)
 RETURNING {_COLUMNS}
 """
 _LIST = f"SELECT {_COLUMNS} FROM webhook_endpoints WHERE account_id = %(account_id)s ORDER BY created_at, id"
+_COUNT = "SELECT count(*) AS n FROM webhook_endpoints WHERE account_id = %(account_id)s"
 _SELECT = f"""
 SELECT {_COLUMNS}, secret_sealed FROM webhook_endpoints WHERE id = %(id)s AND account_id = %(account_id)s
 """
@@ -116,13 +118,19 @@ class Webhooks:
     async def create(
         self, conn: Connection, account_id: str, url: str, event_kinds: Sequence[str]
     ) -> tuple[Endpoint, str]:
-        """A new, enabled endpoint and its secret (shown to the owner now, and on request in the panel)."""
+        """A new, enabled endpoint and its secret (shown to the owner now, and on request in the panel); at most
+        `MAX_ENDPOINTS` per account, so that one event cannot be multiplied against any URL."""
         url, kinds = await self._validate(url, event_kinds)
         secret = new_secret()
-        cursor = await conn.execute(
-            _INSERT, {"account_id": account_id, "url": url, "event_kinds": kinds, "secret": self._seal(secret)}
-        )
-        return Endpoint(**await one_row(cursor)), secret
+        async with conn.transaction():
+            if await count_for_account(conn, account_id, _COUNT) >= MAX_ENDPOINTS:
+                raise InvalidEndpoint(
+                    "form", f"This account has {MAX_ENDPOINTS} endpoints, the most it may have: delete one first."
+                )
+            cursor = await conn.execute(
+                _INSERT, {"account_id": account_id, "url": url, "event_kinds": kinds, "secret": self._seal(secret)}
+            )
+            return Endpoint(**await one_row(cursor)), secret
 
     async def endpoints(self, conn: Connection, account_id: str) -> list[Endpoint]:
         cursor = await conn.execute(_LIST, {"account_id": account_id})

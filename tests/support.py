@@ -140,7 +140,13 @@ class Admin:
 
     def api_key(self, user: User, scopes: str = "read:jobs,write:jobs", mode: str = "test") -> dict[str, str]:
         return self.run(
-            ops.create_api_key, self.catalog, email=user.email, name="test key", scopes=scopes.split(","), mode=mode
+            ops.create_api_key,
+            self.settings,
+            self.catalog,
+            email=user.email,
+            name="test key",
+            scopes=scopes.split(","),
+            mode=mode,
         )
 
     def webhook(self, user: User, url: str, events: list[str]) -> dict[str, str]:

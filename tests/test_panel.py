@@ -5,6 +5,7 @@ the field, another account's objects (404), secrets shown once and never in a UR
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import hashlib
@@ -1000,3 +1001,106 @@ def test_authorized_apps_and_revoke_access(
     done = follow(person, submit(person, page, "/panel/authorized-apps/revoke"))
     assert "Access was revoked" in text(done) and "Calendar Sync" not in text(done)
     assert client.get("/v1/profile.me", headers=bearer(access)).status_code == 401
+
+
+# --- caps on what an account may create (CONTRACT.md §23) -------------------------------------------------------
+
+
+def form_error(page: httpx.Response) -> str:
+    """The error shown above a form, about the form as a whole."""
+    match = re.search(r'<p class="field-error" id="form-error" role="alert">([^<]*)</p>', page.text)
+    assert match, f"no error above the form: {page.text[:3000]}"
+    return html.unescape(match.group(1))
+
+
+def test_an_account_has_at_most_50_active_keys(browser_of: Any, admin: Admin, owner: User) -> None:
+    made = [admin.api_key(owner, scopes="read:jobs") for _ in range(50)]
+    with pytest.raises(ops.AdminError, match="50 active keys"):
+        admin.api_key(owner, scopes="read:jobs")
+    browser = browser_of(owner)
+    fill = {"name": "one too many", "scopes": ["read:jobs"], "mode": "test"}
+    answer = submit(browser, open_page(browser, "/panel/api-keys"), "/panel/api-keys", fill)
+    assert answer.status_code == 400 and "revoke one first" in form_error(answer)
+    admin.revoke(made[0]["id"])
+    assert submit(browser, open_page(browser, "/panel/api-keys"), "/panel/api-keys", fill).status_code == 200
+
+
+def test_an_account_has_at_most_20_webhook_endpoints(browser_of: Any, admin: Admin, owner: User) -> None:
+    """Each event goes to every endpoint: unbounded, one account could multiply its events against any URL."""
+    for n in range(20):
+        admin.webhook(owner, f"https://receiver.example/{n}", ["job.published"])
+    with pytest.raises(ops.AdminError, match="20 endpoints"):
+        admin.webhook(owner, "https://receiver.example/21", ["job.published"])
+    browser = browser_of(owner)
+    fill = {"url": "https://receiver.example/21", "event_kinds": ["job.published"]}
+    answer = submit(browser, open_page(browser, "/panel/webhooks"), "/panel/webhooks", fill)
+    assert answer.status_code == 400 and "delete one first" in form_error(answer)
+    assert len(admin.sql("SELECT 1 FROM webhook_endpoints WHERE account_id = %(a)s", {"a": owner.account_id})) == 20
+
+
+def test_an_account_has_at_most_20_oauth_clients(browser_of: Any, admin: Admin, owner: User) -> None:
+    for n in range(20):
+        admin.run(
+            ops.create_oauth_client,
+            admin.settings,
+            admin.catalog,
+            email=owner.email,
+            name=f"app {n}",
+            redirect_uris=[REDIRECT],
+            public=True,
+        )
+    with pytest.raises(ops.AdminError, match="20 applications"):
+        admin.run(
+            ops.create_oauth_client,
+            admin.settings,
+            admin.catalog,
+            email=owner.email,
+            name="one too many",
+            redirect_uris=[REDIRECT],
+            public=True,
+        )
+    browser = browser_of(owner)
+    fill = {"name": "one too many", "redirect_uris": REDIRECT, "client_type": "public", "scopes": ["read:jobs"]}
+    answer = submit(browser, open_page(browser, "/panel/oauth-apps"), "/panel/oauth-apps", fill)
+    assert answer.status_code == 400 and "delete one first" in form_error(answer)
+
+
+def test_concurrent_creations_cannot_pass_the_cap_together(admin: Admin, owner: User) -> None:
+    for n in range(18):
+        admin.webhook(owner, f"https://receiver.example/{n}", ["job.published"])
+
+    async def race() -> list[BaseException | None]:
+        async def one(n: int) -> None:
+            async with await ops.connect(admin.database_url) as conn:
+                await ops.create_webhook(
+                    conn, admin.webhooks, email=owner.email, url=f"https://r.example/{n}", events=["job.published"]
+                )
+
+        return await asyncio.gather(*(one(n) for n in range(6)), return_exceptions=True)
+
+    outcomes = asyncio.run(race())
+    assert sum(outcome is None for outcome in outcomes) == 2
+    assert len(admin.sql("SELECT 1 FROM webhook_endpoints WHERE account_id = %(a)s", {"a": owner.account_id})) == 20
+
+
+def test_the_panels_changes_are_limited_per_person(database: str, admin: Admin, tmp_path: Any) -> None:
+    limited = settings_for(database, DATA_DIR=str(tmp_path), PANEL_WRITE_LIMIT_PER_USER="3/minute")
+    person = admin.user("employer")
+    with LiveServer(limited) as live:
+        browser = signed_in(live, person)
+        page = open_page(browser, "/panel/webhooks")
+        answers = [
+            submit(browser, page, "/panel/webhooks", {"url": "nope", "event_kinds": ["job.published"]}).status_code
+            for _ in range(4)
+        ]
+        browser.close()
+    assert answers == [400, 400, 400, 429]
+
+
+def test_billing_follows_the_apis_roles(browser_of: Any, admin: Admin) -> None:
+    """A candidate may not read an account's billing through the API, nor through the panel."""
+    candidate = admin.user("candidate")
+    browser = browser_of(candidate)
+    page = browser.get("/panel/billing")
+    assert page.status_code == 403 and "belongs to hiring accounts" in text(page)
+    assert 'href="/panel/billing"' not in open_page(browser, "/panel").text

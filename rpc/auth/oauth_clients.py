@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rpc.crypto import random_token, same, token_hash
+from rpc.db import count_for_account, one_row
 from rpc.types import Connection
 
 CLIENT_ID_PREFIX = "app_"
 SECRET_PREFIX = "hsec_"  # noqa: S105 - the prefix of generated secrets
 MAX_REDIRECT_URIS = 20
+MAX_CLIENTS = 20  # per account (CONTRACT.md §23)
 MAX_REDIRECT_URI_LENGTH = 2000
 _FORBIDDEN_SCHEMES = frozenset({"javascript", "data", "vbscript", "file", "about", "blob", "filesystem"})
 
@@ -32,6 +34,7 @@ VALUES (%(id)s, %(account_id)s, %(created_by)s, %(name)s, %(secret_hash)s, %(red
 RETURNING {_COLUMNS}
 """
 _BY_ID = f"SELECT {_COLUMNS} FROM oauth_clients WHERE id = %(id)s"
+_COUNT = "SELECT count(*) AS n FROM oauth_clients WHERE account_id = %(account_id)s"
 _BY_ACCOUNT = f"SELECT {_COLUMNS} FROM oauth_clients WHERE account_id = %(account_id)s ORDER BY created_at, id"
 _SET_REDIRECT_URIS = f"""
 UPDATE oauth_clients SET redirect_uris = %(redirect_uris)s, updated_at = now()
@@ -167,25 +170,27 @@ async def create_client(
     every_scope: Sequence[str],
     production: bool,
 ) -> tuple[Client, str | None]:
-    """Register a client; returns it and its secret (None for a public client), which is shown once."""
+    """Register a client; returns it and its secret (None for a public client), which is shown once. An account
+    has at most `MAX_CLIENTS`."""
     chosen = list(every_scope) if scopes is None else [s for s in every_scope if s in set(scopes)]
     if scopes is not None and (not scopes or set(scopes) - set(every_scope)):
         raise InvalidClientSpec("scopes", f"choose scopes among {', '.join(every_scope)}")
+    values = {
+        "id": CLIENT_ID_PREFIX + secrets.token_hex(12),
+        "account_id": account_id,
+        "created_by": created_by,
+        "name": _check_name(name),
+        "redirect_uris": _check_redirect_uris(redirect_uris, production),
+        "scopes": chosen,
+    }
     secret = SECRET_PREFIX + random_token() if confidential else None
-    cursor = await conn.execute(
-        _INSERT,
-        {
-            "id": CLIENT_ID_PREFIX + secrets.token_hex(12),
-            "account_id": account_id,
-            "created_by": created_by,
-            "name": _check_name(name),
-            "secret_hash": token_hash(secret) if secret else None,
-            "redirect_uris": _check_redirect_uris(redirect_uris, production),
-            "scopes": chosen,
-        },
-    )
-    row = await cursor.fetchone()
-    assert row is not None
+    async with conn.transaction():
+        if await count_for_account(conn, account_id, _COUNT) >= MAX_CLIENTS:
+            raise InvalidClientSpec(
+                "form", f"this account has {MAX_CLIENTS} applications, the most it may have: delete one first"
+            )
+        cursor = await conn.execute(_INSERT, {**values, "secret_hash": token_hash(secret) if secret else None})
+        row = await one_row(cursor)
     return _client(row), secret
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from rpc.panel.handler import Panel, page
+from rpc.panel.handler import Panel, error_page, page
 
 SHOWN = 20
 
@@ -36,9 +36,22 @@ def money(amount: int, currency: str) -> str:
     return f"{amount // 100:,}.{amount % 100:02d} {currency}"
 
 
+# The page shows what `billing.*.list` would: it follows that procedure's roles.
+LIST_PROCEDURE = "billing.payments.list"
+
+
 @page
 async def billing_page(panel: Panel) -> Response:
-    """`GET /panel/billing[?payment=ok|failed]`."""
+    """`GET /panel/billing[?payment=ok|failed]`; people whose role the API's billing procedures refuse get a page
+    that says billing belongs to hiring accounts."""
+    procedure = panel.services.registry.get(LIST_PROCEDURE)
+    if procedure is None or (procedure.roles is not None and panel.user.role not in procedure.roles):
+        return error_page(
+            403,
+            "Billing",
+            "Billing belongs to hiring accounts: their employers and admins see the plan, payments and invoices here.",
+            user=panel.user,
+        )
     params = {"account_id": panel.account_id, "limit": SHOWN}
     account = await (await panel.conn.execute(_ACCOUNT, params)).fetchone()
     subscriptions = await (await panel.conn.execute(_SUBSCRIPTIONS, params)).fetchall()

@@ -2,7 +2,8 @@
 
 `@page` turns `async def handler(panel: Panel) -> Response` into a Starlette endpoint that
 1. reads a POST's form (form-encoded, bounded) and refuses it without the session's CSRF token (403),
-2. finds the signed-in person (else: a GET goes to the sign-in page and comes back; a POST is refused),
+2. finds the signed-in person (else: a GET goes to the sign-in page and comes back; a POST is refused), and
+   counts a POST against the person's budget of changes (`PANEL_WRITE_LIMIT_PER_USER`, else 429),
 3. hands the handler a `Panel`: the person, a database connection, the services, the form,
 4. turns `NotFound` (another account's object, a malformed id) into the panel's 404 page,
 5. adds the security headers to whatever is answered.
@@ -18,7 +19,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from rpc.errors import NotFound, PayloadTooLarge
+from rpc.errors import NotFound, PayloadTooLarge, RateLimited
 from rpc.panel.pages import PAGES, secure
 from rpc.services import Services, services
 from rpc.types import Connection
@@ -121,6 +122,15 @@ async def _serve(request: Request, handler: Handler) -> Response:
                 "Go back, reload the page and try again.",
                 user=user,
             )
+        if request.method == "POST":
+            try:
+                await state.throttle.hit("panel_writes", user.user_id)
+            except RateLimited as exc:
+                page = error_page(
+                    429, "Too many changes", f"Wait {exc.retry_after} seconds, then try again.", user=user
+                )
+                page.headers.update(exc.headers())
+                return page
         try:
             return await handler(Panel(request, conn, user, services(request), state, form))
         except NotFound:
