@@ -167,7 +167,7 @@ async def create_application(ctx: Context, params: CreateApplication) -> Applica
         status=application.status,
     )
     await ctx.emit("application.created", data, [job["account_id"], ctx.principal.account_id])
-    return _as_seen_by(ctx.principal, application)
+    return _as_seen_by(ctx.principal, application, job["account_id"])
 
 
 @procedure("applications.list", scope="read:applications")
@@ -190,30 +190,34 @@ async def list_applications(ctx: Context, params: ListApplications) -> Page[Appl
     condition = " AND ".join(where)
     rows, total = await page_and_total(
         ctx,
-        _COLUMNS,
+        f"{_COLUMNS}, j.account_id::text AS job_account_id",
         f"FROM applications AS a JOIN jobs AS j ON j.id = a.job_id WHERE {condition}",
         "a.created_at DESC, a.id DESC",
         values,
     )
-    data = [_as_seen_by(principal, Application(**row)) for row in rows]
+    data = []
+    for row in rows:
+        job_account = row.pop("job_account_id")
+        data.append(_as_seen_by(principal, Application(**row), job_account))
     return Page(data=data, total=total, page=params.page, per_page=params.per_page)
 
 
 @procedure("applications.get", scope="read:applications")
 async def get_application(ctx: Context, params: ApplicationRef) -> Application:
     """Get one application: your own, or one to your account's jobs."""
-    application, _, _ = await _find(ctx, params.id, lock=False)
-    return _as_seen_by(ctx.principal, application)
+    application, job_account, _ = await _find(ctx, params.id, lock=False)
+    return _as_seen_by(ctx.principal, application, job_account)
 
 
 @procedure("applications.update_status", scope="write:applications", write=True, roles=("employer", "admin"))
 async def update_status(ctx: Context, params: UpdateStatus) -> Application:
     """Move an application forward in the pipeline, or reject it (event `application.status_changed`)."""
-    application, job_account, candidate_account = await _find(ctx, params.id, lock=True)
+    application, job_account, candidate_account = await _find_owned(ctx, params.id)
     if params.status == "withdrawn":
         raise Forbidden("Only the candidate may withdraw an application.")
     _check_move(application.status, params.status)
-    return await _change(ctx, application, params.status, job_account, candidate_account)
+    changed = await _change(ctx, application, params.status, job_account, candidate_account)
+    return _as_seen_by(ctx.principal, changed, job_account)
 
 
 @procedure("applications.review", scope="write:applications", write=True, roles=("employer", "admin"))
@@ -222,7 +226,7 @@ async def review(ctx: Context, params: Review) -> Application:
 
     Emits `application.reviewed`, and `application.status_changed` when the status moves.
     """
-    application, job_account, candidate_account = await _find(ctx, params.id, lock=True)
+    application, job_account, candidate_account = await _find_owned(ctx, params.id)
     if application.status in FINAL:
         raise InvalidTransition(application.status, "reviewed")
     status: Status = "reviewed" if application.status == "pending" else application.status
@@ -239,7 +243,7 @@ async def review(ctx: Context, params: Review) -> Application:
     if status != application.status:
         await _record(ctx, reviewed, application.status)
         await _announce_change(ctx, reviewed, application.status, job_account, candidate_account)
-    return reviewed
+    return _as_seen_by(ctx.principal, reviewed, job_account)
 
 
 @procedure("applications.withdraw", scope="write:applications", write=True, roles=("candidate",))
@@ -251,7 +255,7 @@ async def withdraw(ctx: Context, params: ApplicationRef) -> Application:
     if application.status in FINAL:
         raise InvalidTransition(application.status, "withdrawn")
     changed = await _change(ctx, application, "withdrawn", job_account, candidate_account)
-    return _as_seen_by(ctx.principal, changed)
+    return _as_seen_by(ctx.principal, changed, job_account)
 
 
 def _check_move(current: Status, target: Status) -> None:
@@ -309,14 +313,25 @@ async def _find(ctx: Context, application_id: Id, *, lock: bool) -> tuple[Applic
     job_account, candidate_account = row.pop("job_account_id"), row.pop("candidate_account_id")
     application = Application(**row)
     principal = ctx.principal
-    visible = (
-        principal.is_admin
-        or application.candidate_id == principal.user_id
-        or (principal.role == "employer" and job_account == principal.account_id)
-    )
+    visible = application.candidate_id == principal.user_id or _employs(principal, job_account)
     if not visible:
         raise NotFound("No such application.")
     return application, job_account, candidate_account
+
+
+async def _find_owned(ctx: Context, application_id: Id) -> tuple[Application, str, str]:
+    """The application, locked, for an action of the employer: only the job's account may take it (admins:
+    any), whoever its candidate is — applying to a job is no way into its pipeline. `404` unseen, `403` seen
+    but not owned."""
+    application, job_account, candidate_account = await _find(ctx, application_id, lock=True)
+    if not _employs(ctx.principal, job_account):
+        raise Forbidden("Only the account that owns the job may act on its applications.")
+    return application, job_account, candidate_account
+
+
+def _employs(principal: Principal, job_account: str) -> bool:
+    """Whether `principal` acts for the job's account: an employer of it, or an admin."""
+    return principal.is_admin or (principal.role == "employer" and principal.account_id == job_account)
 
 
 async def _listable_job(ctx: Context, job_id: Id) -> str:
@@ -332,8 +347,8 @@ async def _listable_job(ctx: Context, job_id: Id) -> str:
     return str(parse_id(job_id))
 
 
-def _as_seen_by(principal: Principal, application: Application) -> Application:
-    """What `principal` may see: a candidate never sees the employer's rating or notes."""
-    if principal.role == "candidate":
-        return msgspec.structs.replace(application, rating=None, notes=None)
-    return application
+def _as_seen_by(principal: Principal, application: Application, job_account: str) -> Application:
+    """What `principal` may see: the employer's rating and notes only for those who act for the job's account."""
+    if _employs(principal, job_account):
+        return application
+    return msgspec.structs.replace(application, rating=None, notes=None)

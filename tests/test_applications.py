@@ -184,7 +184,8 @@ def test_second_application_to_one_job_is_a_conflict(
     error = refused(
         call("applications.create", candidate, job_id=posting["id"], cover_letter="second"), 409, "conflict"
     )
-    assert error["details"] == {"constraint": "applications_job_candidate_key"}
+    assert error["details"] is None, "no name of our schema's constraints"
+    assert error["message"] == "You have already applied to this job."
     rows = admin.sql(
         "SELECT id::text AS id, cover_letter FROM applications WHERE job_id = %(j)s::uuid", {"j": posting["id"]}
     )
@@ -535,6 +536,23 @@ def test_another_accounts_employer_gets_not_found(
 @pytest.mark.parametrize("bad_id", [str(uuid.uuid4()), "abc", 42, None])
 def test_update_status_of_an_unknown_application_is_not_found(call: Call, employer: User, bad_id: object) -> None:
     refused(call("applications.update_status", employer, id=bad_id, status="reviewed"), 404, "not_found")
+
+
+def test_a_candidate_turned_employer_cannot_hire_themselves_or_read_the_notes(
+    call: Call, admin: Admin, employer: User, application: Factory
+) -> None:
+    """Applying is no way into another account's pipeline: after a role change the applicant sees their
+    application still, but may neither move nor review it, nor read the employer's rating and notes."""
+    applicant = admin.user("candidate")
+    made = application(who=applicant)
+    ok(call("applications.review", employer, id=made["id"], rating=2, notes="not a fit"))
+    admin.sql("UPDATE users SET role = 'employer' WHERE id = %(id)s", {"id": applicant.user_id})
+    events = event_count(admin)
+    refused(call("applications.update_status", applicant, id=made["id"], status="hired"), 403, "forbidden")
+    refused(call("applications.review", applicant, id=made["id"], rating=5, notes="great"), 403, "forbidden")
+    seen = ok(call("applications.get", applicant, id=made["id"]))
+    assert (seen["rating"], seen["notes"]) == (None, None)
+    assert stored(admin, made["id"])["status"] == "reviewed" and event_count(admin) == events
 
 
 def test_a_colleague_and_an_admin_move_it(
