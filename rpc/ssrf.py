@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import socket
 from collections.abc import Sequence
 
 import httpx
+
+log = logging.getLogger(__name__)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -89,6 +92,7 @@ class AddressGuard:
         if not addresses:
             raise BlockedDestination(f"cannot resolve {host}")
         refused = sorted({str(a) for a in addresses if not permitted(a, self._allowed)})
-        if refused:
-            raise BlockedDestination(f"{host} resolves to {', '.join(refused)}, which is not publicly routable")
+        if refused:  # the message reaches the endpoint's owner: it names no address of our network
+            log.info("webhook host %s refused: it resolves to %s", host, ", ".join(refused))
+            raise BlockedDestination(f"the address of {host} is not allowed: it is not publicly routable")
         return str(addresses[0])

@@ -5,6 +5,7 @@ the refetch on an unknown `kid`, and the shared-secret (Supabase-style) mode."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -21,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from rpc.auth import external
+from rpc.settings import Settings, SettingsError
 from tests.support import (
     Admin,
     LiveServer,
@@ -242,6 +244,18 @@ def test_only_the_configured_claim_decides_the_role(api: httpx.Client, rsa_key: 
     assert profile_of(api, token)["role"] == "candidate"
 
 
+@pytest.mark.parametrize("typ", ["at+jwt", "application/at+jwt", "AT+JWT"])
+def test_a_providers_own_access_tokens_are_verified_as_its_tokens(
+    api: httpx.Client, rsa_key: SigningKey, typ: str
+) -> None:
+    """Okta and Keycloak type their access tokens `at+jwt` (RFC 9068): they are the provider's, checked as such,
+    not mistaken for this service's OAuth tokens."""
+    subject = f"okta-{uuid.uuid4().hex}"
+    assert profile_of(api, rsa_key.sign(claims(sub=subject), typ=typ))["role"] == "candidate"
+    forged = SigningKey.rsa(rsa_key.kid).sign(claims(sub=subject), typ=typ)
+    assert_refused(me(api, forged))
+
+
 def test_builtin_session_tokens_still_work(api: httpx.Client, employer: User) -> None:
     assert profile_of(api, employer.token)["id"] == employer.user_id
 
@@ -444,3 +458,22 @@ def test_shared_secret_expired_is_token_expired(secret_api: httpx.Client) -> Non
     now = int(time.time())
     token = jwt.encode(secret_claims(iat=now - 900, exp=now - 120), SECRET, algorithm="HS256")
     assert_refused(me(secret_api, token), "token_expired")
+
+
+# --- the audience is required in production (CONTRACT.md §23) ------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", [{"AUTH_JWKS_URL": "https://id.example.test/jwks"}, {"AUTH_JWT_SECRET": SECRET}])
+def test_production_refuses_to_start_without_an_audience(provider: dict[str, str]) -> None:
+    """Tokens minted for another API of the same tenant would pass (RFC 8725 §3.9)."""
+    env = {"SERVICE_ENV": "production", "SERVICE_SECRET_KEY": "k" * 40, "AUTH_ISSUER": ISSUER, **provider}
+    with pytest.raises(SettingsError, match="AUTH_AUDIENCE"):
+        Settings.from_env(env)
+    Settings.from_env({**env, "AUTH_AUDIENCE": AUDIENCE})
+
+
+def test_without_an_audience_other_environments_warn_at_start(caplog: pytest.LogCaptureFixture) -> None:
+    settings = Settings.from_env({"SERVICE_SECRET_KEY": "k" * 40, "AUTH_ISSUER": ISSUER, "AUTH_JWT_SECRET": SECRET})
+    with caplog.at_level(logging.WARNING, logger="rpc.auth.external"):
+        external.ExternalProvider(settings, httpx.AsyncClient())
+    assert "AUTH_AUDIENCE is not set" in caplog.text

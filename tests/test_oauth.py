@@ -389,13 +389,13 @@ def redirected_error(browser: Browser, params: dict[str, str]) -> dict[str, str]
     ids=["no-challenge", "method-missing-means-plain", "plain", "lower-case-s256", "malformed-challenge"],
 )
 def test_pkce_is_s256_only_and_required(
-    anonymous: Browser, public_app: App, confidential_app: App, challenge: str | None, method: str | None
+    candidate_browser: Browser, public_app: App, confidential_app: App, challenge: str | None, method: str | None
 ) -> None:
-    """Refused before any sign-in, for public and confidential clients alike, with the state kept."""
+    """Refused before any consent, for public and confidential clients alike, with the state kept."""
     for app in (public_app, confidential_app):
         value = pkce()[1] if challenge == "present" else challenge
         params = authorize_params(app, "read:profile", value, code_challenge_method=method)
-        back = redirected_error(anonymous, params)
+        back = redirected_error(candidate_browser, params)
         assert back["error"] == "invalid_request", back
         assert back["state"] == params["state"]
         assert "error_description" in back
@@ -411,24 +411,24 @@ def test_plain_challenge_cannot_be_smuggled_as_s256(
     oauth_error(exchange(client, public_app, code, verifier), "invalid_grant")
 
 
-def test_only_response_type_code(anonymous: Browser, public_app: App) -> None:
+def test_only_response_type_code(candidate_browser: Browser, public_app: App) -> None:
     for response_type, error in [("token", "unsupported_response_type"), (None, "invalid_request")]:
         params = authorize_params(public_app, "read:profile", pkce()[1], response_type=response_type)
-        back = redirected_error(anonymous, params)
+        back = redirected_error(candidate_browser, params)
         assert back["error"] == error and back["state"] == params["state"]
 
 
 @pytest.mark.parametrize("scope", ["read:everything", "read:profile admin", "", "read:profile  read:jobs"])
-def test_unknown_scopes_are_invalid_scope(anonymous: Browser, public_app: App, scope: str) -> None:
-    back = redirected_error(anonymous, authorize_params(public_app, scope, pkce()[1]))
+def test_unknown_scopes_are_invalid_scope(candidate_browser: Browser, public_app: App, scope: str) -> None:
+    back = redirected_error(candidate_browser, authorize_params(public_app, scope, pkce()[1]))
     assert back["error"] == "invalid_scope"
 
 
 def test_scopes_the_client_may_not_ask_for_are_invalid_scope(
-    admin: Admin, developer: User, anonymous: Browser, candidate_browser: Browser
+    admin: Admin, developer: User, candidate_browser: Browser
 ) -> None:
     limited = register(admin, developer, public=True, scopes=["read:jobs"])
-    back = redirected_error(anonymous, authorize_params(limited, "read:jobs read:profile", pkce()[1]))
+    back = redirected_error(candidate_browser, authorize_params(limited, "read:jobs read:profile", pkce()[1]))
     assert back["error"] == "invalid_scope"
     consent_page(candidate_browser, authorize_params(limited, "read:jobs", pkce()[1]))
 
@@ -438,10 +438,31 @@ def test_nothing_the_role_may_grant_is_invalid_scope(candidate_browser: Browser,
     assert back["error"] == "invalid_scope"
 
 
-def test_repeated_parameters_are_invalid_request(anonymous: Browser, public_app: App) -> None:
+def test_repeated_parameters_are_invalid_request(candidate_browser: Browser, public_app: App) -> None:
     params = [*authorize_params(public_app, "read:profile", pkce()[1]).items(), ("scope", "read:jobs")]
-    back = query(location(anonymous.get("/oauth/authorize?" + urllib.parse.urlencode(params))))
+    back = query(location(candidate_browser.get("/oauth/authorize?" + urllib.parse.urlencode(params))))
     assert back["error"] == "invalid_request"
+
+
+@pytest.mark.parametrize(
+    ("scope", "changes"),
+    [
+        ("read:profile", {"response_type": "token"}),
+        ("read:profile", {"response_type": None}),
+        ("read:everything", {}),
+        ("read:profile", {"code_challenge_method": "plain"}),
+        ("read:profile", {"code_challenge": None}),
+    ],
+)
+def test_before_sign_in_no_error_is_sent_to_the_client(
+    anonymous: Browser, public_app: App, scope: str, changes: dict[str, str | None]
+) -> None:
+    """No open redirector (RFC 9700 §4.11.2): a link to a registered client with a broken request must not
+    bounce a visitor who has not signed in on to that client's address."""
+    params = authorize_params(public_app, scope, pkce()[1], **changes)
+    page = anonymous.get("/oauth/authorize", params=params)
+    assert page.status_code == 400 and "Location" not in page.headers
+    assert page.headers["content-type"].startswith("text/html")
 
 
 def test_state_round_trips_exactly(candidate_browser: Browser, public_app: App) -> None:

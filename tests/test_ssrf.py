@@ -163,9 +163,9 @@ def resolve(url: str, allowed: str = "") -> str:
         ("https://169.254.169.254/latest/meta-data/", "169.254.169.254"),
         ("https://[::ffff:a9fe:a9fe]/", "::ffff:a9fe:a9fe"),
         ("https://[64:ff9b::a9fe:a9fe]/", "64:ff9b::a9fe:a9fe"),
-        ("https://0x7f000001/", "127.0.0.1"),  # getaddrinfo reads hexadecimal IPv4
-        ("https://2130706433/", "127.0.0.1"),  # ... and decimal
-        ("https://127.1/", "127.0.0.1"),  # ... and shortened
+        ("https://0x7f000001/", "not allowed"),  # getaddrinfo reads hexadecimal IPv4
+        ("https://2130706433/", "not allowed"),  # ... and decimal
+        ("https://127.1/", "not allowed"),  # ... and shortened
         ("https://localhost/", "not publicly routable"),
         ("https://[::1]:8443/", "::1"),
         ("https://10.0.0.1:443/", "10.0.0.1"),
@@ -178,6 +178,15 @@ def resolve(url: str, allowed: str = "") -> str:
 def test_guard_refuses(url: str, reason: str) -> None:
     with pytest.raises(BlockedDestination, match=reason.replace(".", r"\.")):
         resolve(url)
+
+
+@pytest.mark.parametrize("url", ["https://localhost/", "https://0x7f000001/", "https://127.1/"])
+def test_a_refusal_names_no_address_of_our_network(url: str) -> None:
+    """The message reaches the endpoint's owner (the panel's form, the delivery log): it says the address is not
+    allowed, never which internal address the name resolved to — a probe of our network's DNS."""
+    with pytest.raises(BlockedDestination) as refusal:
+        resolve(url)
+    assert "127.0.0.1" not in str(refusal.value) and "::1" not in str(refusal.value)
 
 
 def test_guard_answers_the_address_to_connect_to() -> None:
@@ -368,9 +377,9 @@ def test_production_refuses_a_loopback_endpoint_at_attempt_time(
     assert receiver.requests == []
     [first] = attempts_of(admin, delivery_id)
     assert first["number"] == 1 and first["status_code"] is None
-    assert "127.0.0.1" in first["error"] and "not publicly routable" in first["error"]
+    assert "not allowed" in first["error"] and "not publicly routable" in first["error"]
     row = delivery(admin, delivery_id)
-    assert row["status"] == "failed" and row["attempts"] == 1 and "127.0.0.1" in row["last_error"]
+    assert row["status"] == "failed" and row["attempts"] == 1 and "not allowed" in row["last_error"]
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,11 @@ class ExternalProvider:
     """Checks tokens of the one configured external provider and returns their verified claims."""
 
     def __init__(self, settings: Settings, http: httpx.AsyncClient) -> None:
+        if settings.auth_audience is None:  # refused in production (Settings.validate)
+            log.warning(
+                "AUTH_AUDIENCE is not set: tokens the identity provider minted for any of its APIs are accepted; "
+                "set it to this API's audience"
+            )
         self._settings = settings
         self._http = http
         self._keys: dict[str, jwt.PyJWK] = {}

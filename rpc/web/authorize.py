@@ -2,10 +2,11 @@
 
 The order matters. The client and its redirect URI are checked first, and a fault there is an error page,
 never a redirect (RFC 6749 §4.1.2.1: an open redirector otherwise). Every later fault is sent back to that
-redirect URI as `error=...&state=...`. The consent form posts the request's parameters back with the
-session's CSRF token and is validated from scratch; approving issues the code, denying sends
-`access_denied`. Every redirect also carries `iss` (RFC 9207), so a client talking to several
-authorization servers can tell which one answered (RFC 9700 §4.4 mix-up defence).
+redirect URI as `error=...&state=...` — but only once a person has signed in: before that, every fault is an
+error page too (RFC 9700 §4.11.2), so that nobody can use a registered client's URI as a redirector. The
+consent form posts the request's parameters back with the session's CSRF token and is validated from scratch;
+approving issues the code, denying sends `access_denied`. Every redirect also carries `iss` (RFC 9207), so a
+client talking to several authorization servers can tell which one answered (RFC 9700 §4.4 mix-up defence).
 """
 
 from __future__ import annotations
@@ -73,17 +74,18 @@ async def authorize_page(request: Request) -> Response:
     """`GET /oauth/authorize?client_id&redirect_uri&response_type=code&scope&state&code_challenge&...`."""
     state = web(request)
     fields = urllib.parse.parse_qs(request.url.query, keep_blank_values=True)
+    user = None
     try:
         async with state.pool.connection() as conn:
-            auth = await validate(conn, state, fields)
             user = await state.sessions.current(conn, request)
+            auth = await validate(conn, state, fields)
         if user is None:
             return redirect(signin_url(_authorize_url(auth.params)))
         return _consent(state, auth, user)
     except PageError as exc:
         return state.pages.error(400, exc.title, exc.message)
     except RedirectError as exc:
-        return _redirect_error(state, exc)
+        return _redirect_error(state, exc, user)
 
 
 async def decide(request: Request) -> Response:
@@ -93,6 +95,7 @@ async def decide(request: Request) -> Response:
         fields = await read_form(request)
     except (FormError, PayloadTooLarge):
         return state.pages.error(400, "Bad request", "The form could not be read.")
+    user = None
     try:
         async with state.pool.connection() as conn:
             user = await state.sessions.current(conn, request)
@@ -119,7 +122,7 @@ async def decide(request: Request) -> Response:
     except PageError as exc:
         return state.pages.error(400, exc.title, exc.message)
     except RedirectError as exc:
-        return _redirect_error(state, exc)
+        return _redirect_error(state, exc, user)
     return redirect(_with_params(auth.redirect_uri, code=code, state=auth.state, iss=state.server.issuer))
 
 
@@ -182,7 +185,10 @@ def _consent(state: Web, auth: AuthorizationRequest, user: WebUser) -> Response:
     )
 
 
-def _redirect_error(state: Web, exc: RedirectError) -> Response:
+def _redirect_error(state: Web, exc: RedirectError, user: WebUser | None) -> Response:
+    """The fault sent to the client's redirect URI; before anyone has signed in, an error page instead."""
+    if user is None:
+        return state.pages.error(400, "Invalid authorization request", exc.error.description)
     location = _with_params(
         exc.redirect_uri,
         error=exc.error.error,
