@@ -16,14 +16,16 @@ import msgspec
 
 from procedures.common import NO_NUL, Id, page_and_total, parse_id
 from rpc.auth.principal import Principal
-from rpc.context import Context
-from rpc.envelope import Page, PageParams, Params, Struct
-from rpc.errors import Conflict, Forbidden, InvalidTransition, NotFound
-from rpc.registry import on_conflict, procedure
+from rpc.core.context import Context
+from rpc.core.envelope import Page, PageParams, Params, Struct
+from rpc.core.errors import Conflict, Forbidden, InvalidTransition, NotFound
+from rpc.core.registry import on_conflict, procedure
+from rpc.core.types import Role
 
 Status = Literal["pending", "reviewed", "interview_scheduled", "offered", "hired", "rejected", "withdrawn"]
 PIPELINE: tuple[Status, ...] = ("pending", "reviewed", "interview_scheduled", "offered", "hired")
 FINAL: frozenset[Status] = frozenset({"hired", "rejected", "withdrawn"})
+EMPLOYERS: tuple[Role, ...] = ("employer", "admin")
 
 CoverLetter = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
 ResumeUrl = Annotated[str, msgspec.Meta(max_length=2_000, pattern=r"^https?://[^\s\x00]+$")]
@@ -138,7 +140,9 @@ _SCOPE = {
 }
 
 
-@procedure("applications.create", scope="write:applications", write=True, roles=("candidate",))
+@procedure(
+    "applications.create", scope="write:applications", write=True, roles=("candidate",), emits=("application.created",)
+)
 async def create_application(ctx: Context, params: CreateApplication) -> Application:
     """Apply to a published job (event `application.created`); once per job."""
     job_id = parse_id(params.job_id)
@@ -209,7 +213,13 @@ async def get_application(ctx: Context, params: ApplicationRef) -> Application:
     return _as_seen_by(ctx.principal, application, job_account)
 
 
-@procedure("applications.update_status", scope="write:applications", write=True, roles=("employer", "admin"))
+@procedure(
+    "applications.update_status",
+    scope="write:applications",
+    write=True,
+    roles=EMPLOYERS,
+    emits=("application.status_changed",),
+)
 async def update_status(ctx: Context, params: UpdateStatus) -> Application:
     """Move an application forward in the pipeline, or reject it (event `application.status_changed`)."""
     application, job_account, candidate_account = await _find_owned(ctx, params.id)
@@ -220,7 +230,13 @@ async def update_status(ctx: Context, params: UpdateStatus) -> Application:
     return _as_seen_by(ctx.principal, changed, job_account)
 
 
-@procedure("applications.review", scope="write:applications", write=True, roles=("employer", "admin"))
+@procedure(
+    "applications.review",
+    scope="write:applications",
+    write=True,
+    roles=EMPLOYERS,
+    emits=("application.reviewed", "application.status_changed"),
+)
 async def review(ctx: Context, params: Review) -> Application:
     """Rate (1..5) and annotate an application; a pending one becomes `reviewed`.
 
@@ -246,7 +262,13 @@ async def review(ctx: Context, params: Review) -> Application:
     return _as_seen_by(ctx.principal, reviewed, job_account)
 
 
-@procedure("applications.withdraw", scope="write:applications", write=True, roles=("candidate",))
+@procedure(
+    "applications.withdraw",
+    scope="write:applications",
+    write=True,
+    roles=("candidate",),
+    emits=("application.status_changed",),
+)
 async def withdraw(ctx: Context, params: ApplicationRef) -> Application:
     """Withdraw your own application (event `application.status_changed`)."""
     application, job_account, candidate_account = await _find(ctx, params.id, lock=True)

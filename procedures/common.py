@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 import msgspec
 
-from rpc.context import Context
-from rpc.db import one_row
-from rpc.errors import NotFound
+from rpc.core.context import Context
+from rpc.core.errors import NotFound
+from rpc.db.pool import one_row
 
 # PostgreSQL text cannot hold NUL, so no string parameter may contain one.
 NO_NUL = r"^[^\x00]*$"

@@ -19,13 +19,15 @@ from procedures.common import (
     set_clause,
 )
 from rpc.auth.principal import Principal
-from rpc.context import Context
-from rpc.envelope import Page, PageParams, Params, Struct
-from rpc.errors import Forbidden, InvalidTransition, NotFound
-from rpc.registry import procedure
+from rpc.core.context import Context
+from rpc.core.envelope import Page, PageParams, Params, Struct
+from rpc.core.errors import Forbidden, InvalidTransition, NotFound
+from rpc.core.registry import procedure
+from rpc.core.types import Role
 
 EmploymentType = Literal["full_time", "part_time", "contract", "internship", "temporary"]
 JobStatus = Literal["draft", "published", "closed"]
+EMPLOYERS: tuple[Role, ...] = ("employer", "admin")
 
 
 class JobSummary(Struct, frozen=True, kw_only=True):
@@ -150,7 +152,7 @@ async def get_job(ctx: Context, params: JobRef) -> Job:
     return job
 
 
-@procedure("jobs.create", scope="write:jobs", write=True, roles=("employer", "admin"))
+@procedure("jobs.create", scope="write:jobs", write=True, roles=EMPLOYERS)
 async def create_job(ctx: Context, params: CreateJob) -> Job:
     """Create a job in your account as a `draft`."""
     cursor = await ctx.conn.execute(
@@ -164,7 +166,7 @@ async def create_job(ctx: Context, params: CreateJob) -> Job:
     return Job(**await cursor.fetchone())  # type: ignore[arg-type]
 
 
-@procedure("jobs.update", scope="write:jobs", write=True, roles=("employer", "admin"))
+@procedure("jobs.update", scope="write:jobs", write=True, roles=EMPLOYERS, emits=("job.updated",))
 async def update_job(ctx: Context, params: UpdateJob) -> Job:
     """Change any of a job's title, company, location, description and employment type (event `job.updated`)."""
     job, account_id = await _owned(ctx, params.id)
@@ -180,13 +182,13 @@ async def update_job(ctx: Context, params: UpdateJob) -> Job:
     return updated
 
 
-@procedure("jobs.publish", scope="write:jobs", write=True, roles=("employer", "admin"))
+@procedure("jobs.publish", scope="write:jobs", write=True, roles=EMPLOYERS, emits=("job.published",))
 async def publish_job(ctx: Context, params: JobRef) -> Job:
     """Publish a draft (`draft → published`, event `job.published`)."""
     return await _transition(ctx, params.id, "draft", "published", _PUBLISH)
 
 
-@procedure("jobs.close", scope="write:jobs", write=True, roles=("employer", "admin"))
+@procedure("jobs.close", scope="write:jobs", write=True, roles=EMPLOYERS, emits=("job.closed",))
 async def close_job(ctx: Context, params: JobRef) -> Job:
     """Close a published job (`published → closed`, event `job.closed`)."""
     return await _transition(ctx, params.id, "published", "closed", _CLOSE)

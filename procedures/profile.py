@@ -8,11 +8,11 @@ from typing import Annotated
 import msgspec
 
 from procedures.common import NO_NUL, PlainText, changes, set_clause
-from rpc.context import Context
-from rpc.envelope import Empty, Params, Struct
-from rpc.errors import NotFound
-from rpc.registry import procedure
-from rpc.types import Role
+from rpc.core.context import Context
+from rpc.core.envelope import Empty, Params, Struct
+from rpc.core.errors import NotFound
+from rpc.core.registry import procedure
+from rpc.core.types import Role
 
 Bio = Annotated[str, msgspec.Meta(max_length=5_000, pattern=NO_NUL)]
 

@@ -14,22 +14,24 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-import procedures
-from rpc import health, payments
+from procedures import assembly
 from rpc.auth import routes as identity
 from rpc.auth.keyring import ensure_signing_key
 from rpc.auth.oauth import ScopePolicy
-from rpc.catalog import Catalog
-from rpc.crypto import Sealer
-from rpc.delivery import ensure_queue_schema
-from rpc.dispatch import ANY_METHOD, unknown_version
-from rpc.errors import MethodNotAllowed, NotFound
-from rpc.middleware import HttpsOnlyMiddleware, RequestIdMiddleware
-from rpc.migrate import migrate
-from rpc.openapi import openapi_document
+from rpc.core.business import Business
+from rpc.core.crypto import Sealer
+from rpc.core.dispatch import ANY_METHOD, unknown_version
+from rpc.core.errors import MethodNotAllowed, NotFound
+from rpc.core.middleware import HttpsOnlyMiddleware, RequestIdMiddleware
+from rpc.core.openapi import openapi_document
+from rpc.core.registry import Registry, registry
+from rpc.core.responses import error_response, json_response
+from rpc.core.vocabulary import Vocabulary
+from rpc.db.migrate import migrate
+from rpc.ops import health
+from rpc.outbox.queue import ensure_queue_schema
 from rpc.panel import routes as panel
-from rpc.registry import Registry, registry
-from rpc.responses import error_response, json_response
+from rpc.payments import receiver as payments
 from rpc.services import Services
 from rpc.settings import Settings
 from rpc.web import routes as web
@@ -37,22 +39,24 @@ from rpc.web.state import Web
 
 
 def load_registry() -> Registry:
-    """Every procedure, registered by importing the procedures package."""
-    procedures.load()
+    """Every procedure, registered by importing the operations' modules."""
+    assembly.load()
     return registry
 
 
-def load_catalog() -> Catalog:
-    """The business vocabulary: scopes and their descriptions, plan names."""
-    procedures.load()
-    return procedures.CATALOG
+def assemble(settings: Settings) -> tuple[Registry, Business]:
+    """What the operations hand over, and the registry checked against their vocabulary: a procedure whose
+    scope or declared event kind the vocabulary does not know stops the start."""
+    business = assembly.business(settings)
+    registry.check(business.vocabulary)
+    return registry, business
 
 
-def scope_policy(catalog: Catalog) -> ScopePolicy:
-    """The catalog's scopes and their sentences, and each role's share of them, for the OAuth server."""
-    every = frozenset(catalog.scopes)
-    by_role = {role: scopes & every for role, scopes in catalog.oauth_role_scopes.items()}
-    return ScopePolicy(sentences=dict(catalog.scopes), by_role=by_role)
+def scope_policy(vocabulary: Vocabulary) -> ScopePolicy:
+    """The scopes and their sentences, and each role's share of them, for the OAuth server."""
+    every = frozenset(vocabulary.scopes)
+    by_role = {role: scopes & every for role, scopes in vocabulary.oauth_role_scopes.items()}
+    return ScopePolicy(sentences=dict(vocabulary.scopes), by_role=by_role)
 
 
 def version() -> str:
@@ -74,14 +78,13 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
     url = database_url or settings.database_url
     if not url:
         raise ValueError("no database: set DATABASE_URL, or start the service with bin/serve")
-    procs = load_registry()
-    catalog = load_catalog()
-    openapi = openapi_document(procs, settings.public_url, version(), catalog.scopes)
+    procs, business = assemble(settings)
+    openapi = openapi_document(procs, settings.public_url, version(), business.vocabulary.scopes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Services | Web]]:
-        async with Services.running(settings, url, procs, catalog, deliver=deliver) as running:
-            yield {"services": running, "web": Web.build(running, scope_policy(catalog))}
+        async with Services.running(settings, url, procs, business, deliver=deliver) as running:
+            yield {"services": running, "web": Web.build(running, scope_policy(business.vocabulary))}
 
     async def openapi_json(request: Request) -> Response:
         return json_response(openapi)
@@ -95,6 +98,8 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
             *identity.routes,
             *web.routes,
             *panel.routes,
+            *business.panel_routes,
+            *panel.fallback,
             *payments.routes,
             *health.routes,
             Route("/openapi.json", openapi_json, methods=["GET"]),

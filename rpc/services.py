@@ -1,4 +1,4 @@
-"""The long-lived resources of one server process, opened in the app's lifespan and closed after it."""
+"""The long-lived resources of one process, opened in the app's lifespan (or by `bin/worker`) and closed after it."""
 
 from __future__ import annotations
 
@@ -17,20 +17,22 @@ from rpc.auth.external import ExternalProvider
 from rpc.auth.identity import IdentityProvider
 from rpc.auth.keyring import KeyRing
 from rpc.auth.passwords import Passwords
-from rpc.catalog import Catalog
-from rpc.crypto import Sealer
-from rpc.db import Pool, open_pool
-from rpc.delivery import Deliverer, Queue, guard, queue_app, run_worker
-from rpc.dispatch import Dispatcher
-from rpc.events import Emitter
-from rpc.metrics import Metrics
-from rpc.providers import Provider
-from rpc.ratelimit import RateLimiter
-from rpc.registry import Registry
-from rpc.sender import Sender
+from rpc.core.business import Business
+from rpc.core.crypto import Sealer
+from rpc.core.dispatch import Dispatcher
+from rpc.core.registry import Registry
+from rpc.core.vocabulary import Vocabulary
+from rpc.db.pool import Pool, open_pool
+from rpc.limits.ratelimit import RateLimiter
+from rpc.limits.throttle import Throttle, open_storage
+from rpc.ops.metrics import Metrics
+from rpc.outbox.emit import Emitter, build_emitter
+from rpc.outbox.endpoints import Webhooks
+from rpc.outbox.sender import Sender
+from rpc.outbox.ssrf import guard
+from rpc.outbox.worker import Deliverer, run_worker, worker_app
+from rpc.payments.provider import Provider
 from rpc.settings import Settings
-from rpc.throttle import Throttle, open_storage
-from rpc.webhooks import Webhooks
 
 IN_PROCESS_CONCURRENCY = 10
 
@@ -39,7 +41,7 @@ IN_PROCESS_CONCURRENCY = 10
 class Services:
     settings: Settings
     registry: Registry
-    catalog: Catalog  # the business vocabulary (scopes, plans, event kinds), for the panel's forms
+    vocabulary: Vocabulary  # scopes, plans, event kinds, for the panel's forms
     pool: Pool
     keyring: KeyRing
     identity: IdentityProvider
@@ -54,7 +56,7 @@ class Services:
     @classmethod
     @contextlib.asynccontextmanager
     async def running(
-        cls, settings: Settings, database_url: str, registry: Registry, catalog: Catalog, *, deliver: bool
+        cls, settings: Settings, database_url: str, registry: Registry, business: Business, *, deliver: bool
     ) -> AsyncIterator[Services]:
         """Everything opened; with `deliver`, a webhook worker runs in this process too (drained at exit)."""
         async with contextlib.AsyncExitStack() as stack:
@@ -63,70 +65,74 @@ class Services:
             async with pool.connection() as conn:
                 keyring = await KeyRing.load(conn, Sealer(settings.secret_key))
             await stack.enter_async_context(in_background(keyring.keep_fresh(pool)))
-            queue_application = queue_app(catalog.periodic)
-            await queue_application.open_async(pool)
-            queue = Queue(queue_application)
-            emitter = Emitter(settings, queue)
+            vocabulary = business.vocabulary
+            emitter = build_emitter(settings, vocabulary.event_kinds)
             external = ExternalProvider(settings, http) if settings.auth_issuer else None
-            authenticator = Authenticator(settings, keyring, external)
             metrics = Metrics(settings.metrics_allow, pool)
             counters = open_storage(settings.rate_limit_storage)
-            throttle = Throttle(
-                counters,
-                {
-                    "signin_email": settings.signin_limits_per_email,
-                    "signin_address": settings.signin_limits_per_address,
-                    # per client id as claimed, before authentication: caps abuse (secrets have 256 bits)
-                    "oauth_token_client": settings.oauth_token_limit_per_client,
-                    "oauth_token_address": settings.signin_limits_per_address,
-                    "payment_notifications": settings.payment_notification_limit_per_address,
-                    "panel_writes": settings.panel_write_limit_per_user,
-                },
-                open_groups={"panel_writes"},
-            )
             services = cls(
                 settings=settings,
                 registry=registry,
-                catalog=catalog,
+                vocabulary=vocabulary,
                 pool=pool,
                 keyring=keyring,
                 identity=IdentityProvider(settings, keyring, Passwords(settings.password_hash_concurrency)),
-                throttle=throttle,
+                throttle=_throttle(settings, counters),
                 dispatcher=Dispatcher(
                     registry,
                     pool,
-                    authenticator,
-                    RateLimiter(counters, catalog.plans),
+                    Authenticator(settings, keyring, external),
+                    RateLimiter(counters, vocabulary.plans),
                     settings,
                     emitter,
                     http,
                     metrics,
                 ),
                 emitter=emitter,
-                webhooks=Webhooks(settings, catalog.event_kinds, queue, emitter),
-                providers=catalog.providers,
+                webhooks=Webhooks(settings, emitter),
+                providers=business.providers,
                 metrics=metrics,
                 counters=counters,
             )
             if deliver:
                 sender = await stack.enter_async_context(Sender(guard(settings)))
-                deliverer = Deliverer(settings, pool, queue, sender, metrics)
+                app = worker_app(business.periodic)
+                await app.open_async(pool)
+                deliverer = Deliverer(settings, pool, emitter.queue, sender, metrics)
                 worker = run_worker(
-                    queue_application, deliverer, emitter, settings, concurrency=IN_PROCESS_CONCURRENCY, signals=False
+                    app, deliverer, emitter, settings, concurrency=IN_PROCESS_CONCURRENCY, signals=False
                 )
                 # Cancelled at exit: procrastinate stops taking jobs and waits for the running attempts.
                 await stack.enter_async_context(in_background(worker))
             yield services
 
 
-async def deliver_only(settings: Settings, database_url: str, catalog: Catalog, concurrency: int) -> None:
+def _throttle(settings: Settings, counters: Storage) -> Throttle:
+    """The limits on what is asked without an account's budget: per address and e-mail or client for sign-in
+    and tokens, per address for the payment receiver, per person for the panel's changes."""
+    return Throttle(
+        counters,
+        {
+            "signin_email": settings.signin_limits_per_email,
+            "signin_address": settings.signin_limits_per_address,
+            # per client id as claimed, before authentication: caps abuse (secrets have 256 bits)
+            "oauth_token_client": settings.oauth_token_limit_per_client,
+            "oauth_token_address": settings.signin_limits_per_address,
+            "payment_notifications": settings.payment_notification_limit_per_address,
+            "panel_writes": settings.panel_write_limit_per_user,
+        },
+        open_groups={"panel_writes"},
+    )
+
+
+async def deliver_only(settings: Settings, database_url: str, business: Business, concurrency: int) -> None:
     """`bin/worker`: delivery and the periodic work alone, until SIGTERM; running attempts are drained first."""
     async with open_pool(settings, database_url) as pool, Sender(guard(settings)) as sender:
-        app = queue_app(catalog.periodic)
+        app = worker_app(business.periodic)
         await app.open_async(pool)
-        queue = Queue(app)
-        deliverer = Deliverer(settings, pool, queue, sender)
-        await run_worker(app, deliverer, Emitter(settings, queue), settings, concurrency=concurrency, signals=True)
+        emitter = build_emitter(settings, business.vocabulary.event_kinds)
+        deliverer = Deliverer(settings, pool, emitter.queue, sender)
+        await run_worker(app, deliverer, emitter, settings, concurrency=concurrency, signals=True)
 
 
 @contextlib.asynccontextmanager

@@ -7,11 +7,12 @@ import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import msgspec
 
 Environment = Literal["development", "test", "production"]
+S = TypeVar("S", bound=msgspec.Struct)
 
 
 class SettingsError(ValueError):
@@ -38,11 +39,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     auth_jwt_secret: str | None = None
     auth_algorithms: tuple[str, ...] = ()
     auth_role_claim: str | None = None
-    paytr_merchant_id: str | None = None
-    paytr_merchant_key: str | None = None
-    paytr_merchant_salt: str | None = None
-    paytr_api_url: str = "https://www.paytr.com/odeme/api/get-token"
-    paytr_timeout: float = 10.0
     forwarded_allow_ips: str = "127.0.0.1"
     metrics_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
     signin_limits_per_email: str = "10/minute"
@@ -54,6 +50,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     db_pool_min: int = 2
     db_pool_max: int = 10
     db_pool_timeout: float = 5.0
+    # Every variable as read, for the sections of settings the business declares itself (`section`).
+    environment: tuple[tuple[str, str], ...] = ()
+
+    def __repr__(self) -> str:
+        """Names only what is safe to log: never the secret key or the environment's variables."""
+        return f"Settings(service_env={self.service_env!r}, public_url={self.public_url!r})"
 
     @property
     def production(self) -> bool:
@@ -72,6 +74,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def issuer(self) -> str:
         """The `iss` of the built-in identity provider's tokens."""
         return f"{self.public_url.rstrip('/')}/auth"
+
+    def section(self, prefix: str, shape: type[S]) -> S:
+        """Settings a business module declares as a Struct of its own: field `name` is the variable `prefix` +
+        `NAME` (an empty value counts as unset). A value that does not fit is a SettingsError."""
+        values = {
+            name.removeprefix(prefix).lower(): value
+            for name, value in self.environment
+            if name.startswith(prefix) and value
+        }
+        try:
+            return msgspec.convert(values, shape, strict=False)
+        except msgspec.ValidationError as exc:
+            raise SettingsError(f"invalid {prefix}* setting: {exc}") from exc
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -98,11 +113,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             "auth_jwt_secret": jwt_secret,
             "auth_algorithms": _names(env.get("AUTH_ALGORITHMS") or default_algorithms),
             "auth_role_claim": env.get("AUTH_ROLE_CLAIM") or None,
-            "paytr_merchant_id": env.get("PAYTR_MERCHANT_ID") or None,
-            "paytr_merchant_key": env.get("PAYTR_MERCHANT_KEY") or None,
-            "paytr_merchant_salt": env.get("PAYTR_MERCHANT_SALT") or None,
-            "paytr_api_url": env.get("PAYTR_API_URL", "https://www.paytr.com/odeme/api/get-token"),
-            "paytr_timeout": env.get("PAYTR_TIMEOUT", "10"),
             "forwarded_allow_ips": env.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
             "metrics_allow": _names(env.get("METRICS_ALLOW", "127.0.0.0/8,::1/128")),
             "signin_limits_per_email": env.get("SIGNIN_LIMIT_PER_EMAIL", "10/minute"),
@@ -114,6 +124,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             "db_pool_min": env.get("DB_POOL_MIN", "2"),
             "db_pool_max": env.get("DB_POOL_MAX", "10"),
             "db_pool_timeout": env.get("DB_POOL_TIMEOUT", "5"),
+            "environment": tuple(sorted(env.items())),
         }
         try:
             settings = msgspec.convert(values, cls, strict=False)
@@ -146,8 +157,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raise SettingsError("WEBHOOK_TIMEOUT, WORKER_HEARTBEAT and WEBHOOK_PER_ENDPOINT must be positive")
         if self.password_hash_concurrency < 1:
             raise SettingsError("PASSWORD_HASH_CONCURRENCY must be at least 1")
-        if not 0 < self.paytr_timeout <= 60:
-            raise SettingsError("PAYTR_TIMEOUT must be between 0 and 60 seconds")
         try:
             self.allowed_networks  # noqa: B018 - parsed here so that a typo stops the start
         except ValueError as exc:

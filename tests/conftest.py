@@ -37,7 +37,7 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     elif _answers(LOCAL_SERVER):
         yield LOCAL_SERVER
     else:
-        from rpc.embedded import EmbeddedPostgres
+        from rpc.db.embedded import EmbeddedPostgres
 
         embedded = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "pgdata")
         try:

@@ -20,12 +20,12 @@ from typing import Any, TypeVar
 import httpx
 import uvicorn
 
-from rpc import admin as ops
-from rpc.app import create_app, load_catalog
-from rpc.delivery import Queue, queue_app
-from rpc.events import Emitter
+from procedures.vocabulary import VOCABULARY
+from rpc.app import create_app
+from rpc.ops import admin as ops
+from rpc.outbox.emit import Emitter, build_emitter
+from rpc.outbox.endpoints import Webhooks
 from rpc.settings import Settings
-from rpc.webhooks import Webhooks
 
 T = TypeVar("T")
 
@@ -44,6 +44,11 @@ def settings_for(database_url: str, **env: str) -> Settings:
         "SIGNIN_LIMIT_PER_ADDRESS": "100000/minute",
     }
     return Settings.from_env({**base, **env})
+
+
+def emitter_for(settings: Settings) -> Emitter:
+    """An emitter of the business's event kinds, as a process builds it."""
+    return build_emitter(settings, VOCABULARY.event_kinds)
 
 
 def free_port() -> int:
@@ -111,9 +116,8 @@ class Admin:
     def __init__(self, database_url: str, settings: Settings) -> None:
         self.database_url = database_url
         self.settings = settings
-        self.catalog = load_catalog()
-        queue = Queue(queue_app())  # defers on the operation's own connection
-        self.webhooks = Webhooks(settings, self.catalog.event_kinds, queue, Emitter(settings, queue))
+        self.vocabulary = VOCABULARY
+        self.webhooks = Webhooks(settings, emitter_for(settings))  # defers on the operation's own connection
 
     def run(self, op: Any, *args: Any, **kwargs: Any) -> Any:
         async def go() -> Any:
@@ -142,7 +146,7 @@ class Admin:
         return self.run(
             ops.create_api_key,
             self.settings,
-            self.catalog,
+            self.vocabulary,
             email=user.email,
             name="test key",
             scopes=scopes.split(","),
@@ -154,7 +158,7 @@ class Admin:
         return self.run(ops.create_webhook, self.webhooks, email=user.email, url=url, events=events)
 
     def set_plan(self, user: User, plan: str) -> None:
-        self.run(ops.set_plan, self.catalog, email=user.email, plan=plan)
+        self.run(ops.set_plan, self.vocabulary, email=user.email, plan=plan)
 
     def revoke(self, key_id: str) -> None:
         self.run(ops.revoke_api_key, key_id=key_id)

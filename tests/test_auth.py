@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from rpc.auth import apikeys
 from rpc.auth.keyring import KeyRing, add_signing_key
-from rpc.crypto import Sealer
+from rpc.core.crypto import Sealer
 from rpc.settings import Settings
 from tests.conftest import Databases
 from tests.support import (

@@ -22,14 +22,12 @@ import httpx
 import psycopg
 import pytest
 
-import procedures
-from procedures import billing, paytr
-from rpc import admin as ops
-from rpc.delivery import Queue, queue_app
-from rpc.events import Emitter
+from procedures.assembly import business
+from procedures.billing import provider, settlement
+from rpc.ops import admin as ops
 from tests.conftest import Databases
 from tests.fake_paytr import FakePayTR, notification
-from tests.support import TIMESTAMP, Admin, Call, LiveServer, User, ok, refused, settings_for
+from tests.support import TIMESTAMP, Admin, Call, LiveServer, User, emitter_for, ok, refused, settings_for
 
 MERCHANT_ID = "123456"
 KEY = "billing-test-key-a8Jd"
@@ -545,9 +543,9 @@ def _expire(database: str, settings: Any) -> None:
     """One run of the periodic expiry, in one transaction, as the framework runs it."""
 
     async def go() -> None:
-        emitter = Emitter(settings, Queue(queue_app()))
+        emitter = emitter_for(settings)
         async with await ops.connect(database) as conn, conn.transaction():
-            await procedures.CATALOG.periodic["expire_subscriptions"].run(conn, emitter)
+            await settlement.EXPIRY.run(conn, emitter)
 
     asyncio.run(go())
 
@@ -599,7 +597,7 @@ def test_expiry_skips_a_subscription_in_use_and_takes_it_next_time(
 
 
 def test_expiry_works_in_batches(admin: Admin, database: str, settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(billing, "EXPIRY_BATCH", 2)
+    monkeypatch.setattr(settlement, "EXPIRY_BATCH", 2)
     users = [admin.user("employer", plan="pro") for _ in range(5)]
     for user in users:
         admin.sql(
@@ -612,10 +610,11 @@ def test_expiry_works_in_batches(admin: Admin, database: str, settings: Any, mon
     assert all(event_data(admin, user, "billing.subscription.cancelled") for user in users)
 
 
-def test_the_expiry_is_scheduled() -> None:
-    periodic = procedures.CATALOG.periodic["expire_subscriptions"]
-    assert periodic.cron == "* * * * *" and periodic.run is billing.expire_subscriptions
-    assert isinstance(procedures.CATALOG.providers["paytr"], paytr.PayTR)
+def test_the_expiry_is_scheduled(settings: Any) -> None:
+    handed_over = business(settings)
+    periodic = handed_over.periodic["expire_subscriptions"]
+    assert periodic.cron == "* * * * *" and periodic.run is settlement.expire_subscriptions
+    assert isinstance(handed_over.providers["paytr"], provider.PayTR)
 
 
 def test_the_workers_run_the_expiry(databases: Databases, tmp_path: Any) -> None:

@@ -12,8 +12,8 @@ from limits import RateLimitItemPerMinute
 from limits.aio.storage import MemoryStorage
 from limits.aio.strategies import FixedWindowRateLimiter
 
-from rpc.counters import MemoryCounters
-from rpc.throttle import open_storage
+from rpc.limits.counters import MemoryCounters
+from rpc.limits.throttle import open_storage
 
 KEYS = st.sampled_from(["a", "b", "c"])
 CALLS = st.lists(st.tuples(st.sampled_from(["incr", "get"]), KEYS, st.integers(-1, 3)), max_size=40)

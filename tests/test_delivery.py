@@ -24,12 +24,22 @@ import httpx
 import msgspec
 import pytest
 
-from rpc.delivery import USER_AGENT, Queue, queue_app
-from rpc.errors import NotFound
-from rpc.events import Emitter
+from rpc.core.errors import NotFound
+from rpc.outbox.worker import USER_AGENT
 from tests.conftest import Databases
 from tests.receiver import Hook, Received, Receiver, Reply
-from tests.support import TEST_SECRET_KEY, TIMESTAMP, Admin, Call, LiveServer, User, ok, refused, settings_for
+from tests.support import (
+    TEST_SECRET_KEY,
+    TIMESTAMP,
+    Admin,
+    Call,
+    LiveServer,
+    User,
+    emitter_for,
+    ok,
+    refused,
+    settings_for,
+)
 
 T = TypeVar("T")
 
@@ -431,7 +441,7 @@ def test_disabling_an_endpoint_stops_its_retries(api: Call, admin: Admin, endpoi
 
 
 def test_events_stay_in_their_accounts(api: Call, admin: Admin, endpoint: Make) -> None:
-    kinds = list(admin.catalog.event_kinds)
+    kinds = list(admin.vocabulary.event_kinds)
     a, b = admin.user("employer"), admin.user("employer")
     candidate = admin.user("candidate")
     ep_a, ep_b = endpoint(a, kinds), endpoint(b, kinds)
@@ -661,7 +671,7 @@ class RolledBack(Exception):
 def test_a_rolled_back_emit_is_never_delivered(admin: Admin, endpoint: Make) -> None:
     user = admin.user("employer")
     ep = endpoint(user, ["job.updated"])
-    emitter = Emitter(admin.settings, Queue(queue_app()))
+    emitter = emitter_for(admin.settings)
     gone, kept = f"gone-{uuid.uuid4().hex}", f"kept-{uuid.uuid4().hex}"
 
     async def emit(conn: Any, marker: str, *, fail: bool) -> None:

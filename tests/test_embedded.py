@@ -14,7 +14,7 @@ import psutil  # type: ignore[import-untyped]
 import psycopg
 import pytest
 
-from rpc.embedded import EmbeddedPostgres
+from rpc.db.embedded import EmbeddedPostgres
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -22,7 +22,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 # when told on stdin ("wait"), or never ("hang": it waits to be killed).
 CHILD = """
 import pathlib, sys, time
-from rpc.embedded import EmbeddedPostgres
+from rpc.db.embedded import EmbeddedPostgres
 db = EmbeddedPostgres(pathlib.Path(sys.argv[1]))
 uri = db.start()
 pid = (pathlib.Path(sys.argv[1]) / "postmaster.pid").read_text().split()[0]

@@ -10,7 +10,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from rpc.app import load_catalog, load_registry
+from procedures.vocabulary import VOCABULARY
+from rpc.app import load_registry
 from tests.conftest import Databases
 from tests.support import Admin, LiveServer, User, settings_for
 
@@ -31,7 +32,7 @@ def test_openapi_lists_every_procedure_with_its_scope(client: httpx.Client) -> N
         assert operation["post"]["description"].startswith(proc.doc.splitlines()[0])
     flow = document["components"]["securitySchemes"]["oauth2"]["flows"]["authorizationCode"]
     assert flow["authorizationUrl"].endswith("/oauth/authorize") and flow["tokenUrl"].endswith("/oauth/token")
-    assert set(flow["scopes"]) == set(load_catalog().scopes)
+    assert set(flow["scopes"]) == set(VOCABULARY.scopes)
     schemas = document["components"]["schemas"]
     assert "Job" in schemas
     assert set(schemas["JobSummary"]["properties"]) == {"id", "title", "company", "location", "status", "created_at"}

@@ -1,4 +1,4 @@
-"""The hourly clean-up of credentials nothing can use any more (rpc.housekeeping)."""
+"""The hourly clean-up of credentials nothing can use any more (rpc.auth.housekeeping)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import asyncio
 import secrets
 import uuid
 
-from rpc import admin as ops
-from rpc import housekeeping
-from rpc.delivery import forget_expired_credentials, queue_app
+from rpc.auth import housekeeping
+from rpc.ops import admin as ops
+from rpc.outbox.worker import FRAMEWORK_PERIODIC, worker_app
 from tests.support import Admin, User
 
 EXPIRED, LIVE = "now() - interval '1 second'", "now() + interval '1 hour'"
@@ -63,7 +63,7 @@ def test_expired_sessions_and_refresh_tokens_go_and_live_ones_stay(admin: Admin,
 
 
 def test_the_workers_run_it_every_hour() -> None:
-    tasks = queue_app().periodic_registry.periodic_tasks
+    assert FRAMEWORK_PERIODIC["forget_expired"] is housekeeping.PERIODIC
+    tasks = worker_app({}).periodic_registry.periodic_tasks
     [periodic] = [task for (name, _), task in tasks.items() if name == "hire.forget_expired"]
     assert periodic.cron == housekeeping.SCHEDULE == "17 * * * *"
-    assert periodic.task.func is forget_expired_credentials

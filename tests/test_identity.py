@@ -14,9 +14,9 @@ import jwt
 import pytest
 
 from rpc.auth.passwords import Passwords
-from rpc.errors import RateLimited
+from rpc.core.errors import RateLimited
+from rpc.limits.throttle import address_key
 from rpc.settings import Settings
-from rpc.throttle import address_key
 from tests.support import Admin, LiveServer, User, error_code, me, settings_for
 
 AUDIENCE = "hire-api"

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rpc.migrate import migrate
+from rpc.db.migrate import migrate
 from tests.support import TIMESTAMP, Admin, Call, LiveServer, User, ok, published_count, refused
 
 FULL_KEYS = {

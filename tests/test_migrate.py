@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from rpc import migrate as migration
+from rpc.db import migrate as migration
 from tests.conftest import Databases
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,10 +24,10 @@ from hypothesis import HealthCheck, event, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from procedures import CATALOG
-from rpc import admin as ops
+from procedures.vocabulary import VOCABULARY
 from rpc.auth.oauth import authorized_apps, revoke_access
 from rpc.auth.oauth_clients import InvalidClientSpec, check_redirect_uri, redirect_matches
+from rpc.ops import admin as ops
 from tests.browser import Browser, form, location, query, text
 from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, bearer, me, refused, settings_for
 
@@ -43,7 +43,7 @@ EVERY_SCOPE = (
     "write:billing",
 )
 TOKEN_KEYS = {"access_token", "token_type", "expires_in", "refresh_token", "scope"}
-ROLE_SCOPES = {"candidate": CATALOG.oauth_role_scopes["candidate"], "employer": frozenset(EVERY_SCOPE)}
+ROLE_SCOPES = {"candidate": VOCABULARY.oauth_role_scopes["candidate"], "employer": frozenset(EVERY_SCOPE)}
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def register(
     created = admin.run(
         ops.create_oauth_client,
         admin.settings,
-        admin.catalog,
+        admin.vocabulary,
         email=owner.email,
         name=f"Test app {secrets.token_hex(3)}",
         redirect_uris=[redirect],

@@ -13,10 +13,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from rpc.delivery import Queue, queue_app
-from rpc.events import Emitter
+from rpc.outbox.emit import Emitter
 from rpc.settings import Settings
-from tests.support import TIMESTAMP, Admin, Call, User, ok
+from tests.support import TIMESTAMP, Admin, Call, User, emitter_for, ok
 
 ENVELOPE_KEYS = {"event", "data", "timestamp", "idempotency_key"}
 
@@ -159,7 +158,7 @@ class ChangeFailed(Exception):
 
 @pytest.fixture(scope="module")
 def emitter(settings: Settings) -> Emitter:
-    return Emitter(settings, Queue(queue_app()))
+    return emitter_for(settings)
 
 
 @pytest.fixture(scope="module")

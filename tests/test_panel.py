@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rpc import admin as ops
+from rpc.ops import admin as ops
 from tests.browser import Browser
 from tests.receiver import Receiver, Reply
 from tests.support import Admin, LiveServer, User, bearer, settings_for
@@ -565,7 +565,7 @@ def test_candidates_are_told_keys_are_for_employers(browser_of: Any, admin: Admi
 def test_event_kinds_are_checkboxes_grouped_by_area(browser_of: Any, admin: Admin, owner: User) -> None:
     page = open_page(browser_of(owner), "/panel/webhooks")
     offered = form_of(page, "/panel/webhooks").options["event_kinds"]
-    assert offered == list(admin.catalog.event_kinds)
+    assert offered == list(admin.vocabulary.event_kinds)
     legends = re.findall(r'<fieldset class="kind-group">\s*<legend>([^<]+)</legend>', page.text)
     assert legends == ["Job events", "Application events", "Billing events"]
 
@@ -1043,7 +1043,7 @@ def test_an_account_has_at_most_20_oauth_clients(browser_of: Any, admin: Admin, 
         admin.run(
             ops.create_oauth_client,
             admin.settings,
-            admin.catalog,
+            admin.vocabulary,
             email=owner.email,
             name=f"app {n}",
             redirect_uris=[REDIRECT],
@@ -1053,7 +1053,7 @@ def test_an_account_has_at_most_20_oauth_clients(browser_of: Any, admin: Admin, 
         admin.run(
             ops.create_oauth_client,
             admin.settings,
-            admin.catalog,
+            admin.vocabulary,
             email=owner.email,
             name="one too many",
             redirect_uris=[REDIRECT],

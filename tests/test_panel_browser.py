@@ -21,7 +21,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Response, expect, sync_playwright
 
-from rpc import admin as ops
+from rpc.ops import admin as ops
 from tests.receiver import Receiver, Reply
 from tests.support import Admin, LiveServer, User, bearer, settings_for
 

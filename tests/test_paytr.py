@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from procedures import paytr
+from procedures.billing import provider as paytr
 from tests.fake_paytr import FakePayTR, notification, notification_hash
 from tests.support import Admin, Call, LiveServer, User, ok, settings_for
 

@@ -6,9 +6,9 @@ import msgspec
 import pytest
 
 from rpc.app import load_registry
-from rpc.context import Context
-from rpc.envelope import Empty, Params, Struct
-from rpc.registry import RegistrationError, Registry
+from rpc.core.context import Context
+from rpc.core.envelope import Empty, Params, Struct
+from rpc.core.registry import RegistrationError, Registry
 
 
 class Out(Struct, frozen=True, kw_only=True):

@@ -24,16 +24,16 @@ from cryptography.x509.oid import NameOID
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rpc import admin as ops
-from rpc.admin import AdminError
-from rpc.db import open_pool
-from rpc.delivery import Deliverer, Queue, guard, queue_app
-from rpc.events import Emitter
-from rpc.sender import Sender
+from rpc.db.pool import open_pool
+from rpc.ops import admin as ops
+from rpc.ops.admin import AdminError
+from rpc.outbox.endpoints import TestEvent as WebhookTestEvent  # not collected as a test class
+from rpc.outbox.queue import Queue
+from rpc.outbox.sender import Sender
+from rpc.outbox.ssrf import AddressGuard, BlockedDestination, embedded_ipv4, guard, permitted
+from rpc.outbox.worker import Deliverer
 from rpc.settings import Settings
-from rpc.ssrf import AddressGuard, BlockedDestination, embedded_ipv4, permitted
-from rpc.webhooks import TestEvent as WebhookTestEvent  # not collected as a test class
-from tests.support import Admin, User, settings_for
+from tests.support import Admin, User, emitter_for, settings_for
 
 ip = ipaddress.ip_address
 NONE: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
@@ -266,7 +266,7 @@ def emit_test_event(admin: Admin, user: User, endpoint_id: str) -> str:
 
     async def go() -> uuid.UUID:
         async with await ops.connect(admin.database_url) as conn, conn.transaction():
-            emitter = Emitter(settings, Queue(queue_app()))
+            emitter = emitter_for(settings)
             return await emitter.emit(
                 conn,
                 "webhook.test",
@@ -287,7 +287,7 @@ def attempt(settings: Settings, database_url: str, *delivery_ids: str, verify: s
 
     async def go() -> None:
         async with open_pool(settings, database_url) as pool, Sender(guard(settings), verify) as sender:
-            deliverer = Deliverer(settings, pool, Queue(queue_app()), sender)
+            deliverer = Deliverer(settings, pool, Queue(), sender)
             for delivery_id in delivery_ids:
                 await deliverer.attempt(delivery_id)
 

@@ -30,12 +30,11 @@ from typing import IO, Any
 import pytest
 
 from procedures.jobs import JobEvent
-from rpc import admin as ops
-from rpc.delivery import DELIVER_TASK, Queue, queue_app
-from rpc.events import Emitter
+from rpc.ops import admin as ops
+from rpc.outbox.queue import DELIVER_TASK
 from rpc.settings import Settings
 from tests.conftest import Databases
-from tests.support import TEST_SECRET_KEY, Admin, settings_for
+from tests.support import TEST_SECRET_KEY, Admin, emitter_for, settings_for
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = 2_000
@@ -156,7 +155,7 @@ def emit(database_url: str, settings: Settings, account_id: str, count: int) -> 
     the seconds it took."""
 
     async def go() -> None:
-        emitter = Emitter(settings, Queue(queue_app()))
+        emitter = emitter_for(settings)
         async with await ops.connect(database_url) as conn:
             for start in range(0, count, BATCH):
                 async with conn.transaction():

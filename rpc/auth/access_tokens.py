@@ -17,7 +17,7 @@ from typing import Any
 import jwt
 
 from rpc.auth.keyring import KeyRing
-from rpc.errors import InvalidToken, TokenExpired
+from rpc.core.errors import InvalidToken, TokenExpired
 from rpc.settings import Settings
 
 ACCESS_TOKEN_SECONDS = 3600

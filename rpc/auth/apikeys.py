@@ -15,9 +15,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rpc.crypto import token_hash
-from rpc.db import count_for_account, one_row
-from rpc.types import Connection
+from rpc.core.crypto import token_hash
+from rpc.core.types import Connection
+from rpc.db.pool import count_for_account, one_row
 
 Mode = Literal["live", "test"]
 

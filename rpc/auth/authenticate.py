@@ -22,10 +22,10 @@ from rpc.auth.external import ExternalProvider
 from rpc.auth.keyring import KeyRing
 from rpc.auth.principal import CredentialKind, Principal
 from rpc.auth.remembered import Credential, RememberedCredentials, principal_of
-from rpc.crypto import token_hash
-from rpc.errors import InvalidApiKey, InvalidToken, MissingCredentials, TokenExpired, Unauthenticated
+from rpc.core.crypto import token_hash
+from rpc.core.errors import InvalidApiKey, InvalidToken, MissingCredentials, TokenExpired, Unauthenticated
+from rpc.core.types import ROLES, Connection
 from rpc.settings import Settings
-from rpc.types import ROLES, Connection
 
 AUDIENCE = "hire-api"
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)

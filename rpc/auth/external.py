@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import jwt
 
-from rpc.errors import InvalidToken, TokenExpired
+from rpc.core.errors import InvalidToken, TokenExpired
 from rpc.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ import msgspec
 from rpc.auth.authenticate import AUDIENCE
 from rpc.auth.keyring import KeyRing
 from rpc.auth.passwords import Passwords
-from rpc.crypto import random_token, token_hash
-from rpc.errors import InvalidCredentials, InvalidToken
+from rpc.core.crypto import random_token, token_hash
+from rpc.core.errors import InvalidCredentials, InvalidToken
+from rpc.core.types import Connection
 from rpc.settings import Settings
-from rpc.types import Connection
 
 ACCESS_TOKEN_SECONDS = 3600
 REFRESH_TOKEN_LIFETIME = dt.timedelta(days=30)

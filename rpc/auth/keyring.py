@@ -22,8 +22,8 @@ from jwt.algorithms import ECAlgorithm
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from rpc.crypto import Sealer
-from rpc.types import Connection
+from rpc.core.crypto import Sealer
+from rpc.core.types import Connection
 
 log = logging.getLogger(__name__)
 

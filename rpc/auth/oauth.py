@@ -35,10 +35,10 @@ from rpc.auth import access_tokens
 from rpc.auth.access_tokens import ACCESS_TOKEN_SECONDS
 from rpc.auth.keyring import KeyRing
 from rpc.auth.oauth_clients import Client, find_client
-from rpc.crypto import random_token, same, token_hash
-from rpc.errors import InvalidToken, TokenExpired
+from rpc.core.crypto import random_token, same, token_hash
+from rpc.core.errors import InvalidToken, TokenExpired
+from rpc.core.types import Connection
 from rpc.settings import Settings
-from rpc.types import Connection
 
 CODE_LIFETIME = dt.timedelta(minutes=10)
 REFRESH_TOKEN_LIFETIME = dt.timedelta(days=30)
@@ -161,7 +161,7 @@ class AccessDenied(OAuthError):
 
 @dataclass(frozen=True, slots=True)
 class ScopePolicy:
-    """The catalog's scopes (in order, each with the sentence the consent page shows) and the scopes each role
+    """The vocabulary's scopes (in order, each with the sentence the consent page shows) and the scopes each role
     may use at all. Both are data handed over at assembly."""
 
     sentences: Mapping[str, str]
@@ -172,7 +172,7 @@ class ScopePolicy:
         return tuple(self.sentences)
 
     def ordered(self, scopes: Iterable[str]) -> list[str]:
-        """`scopes` in catalog order, without repeats."""
+        """`scopes` in the vocabulary's order, without repeats."""
         wanted = set(scopes)
         return [scope for scope in self.sentences if scope in wanted]
 
@@ -193,7 +193,7 @@ class ScopePolicy:
         return self.by_role.get(role, frozenset())
 
     def grantable(self, requested: Iterable[str], client: Client, role: str) -> list[str]:
-        """requested ∩ the client's allowed scopes ∩ what the role may use, in catalog order."""
+        """requested ∩ the client's allowed scopes ∩ what the role may use, in the vocabulary's order."""
         return self.ordered(set(requested) & set(client.scopes) & self.for_role(role))
 
 

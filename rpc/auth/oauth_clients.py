@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rpc.crypto import random_token, same, token_hash
-from rpc.db import count_for_account, one_row
-from rpc.types import Connection
+from rpc.core.crypto import random_token, same, token_hash
+from rpc.core.types import Connection
+from rpc.db.pool import count_for_account, one_row
 
 CLIENT_ID_PREFIX = "app_"
 SECRET_PREFIX = "hsec_"  # noqa: S105 - the prefix of generated secrets

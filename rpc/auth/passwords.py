@@ -15,7 +15,7 @@ import anyio.to_thread
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from rpc.errors import RateLimited
+from rpc.core.errors import RateLimited
 
 _hasher = PasswordHasher()
 # Verified when the e-mail is unknown, so that a miss costs as long as a wrong password.

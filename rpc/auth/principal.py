@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from rpc.types import Role
+from rpc.core.types import Role
 
 CredentialKind = Literal["session", "api_key", "oauth"]
 

@@ -8,9 +8,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from rpc.auth.identity import TokenPair
-from rpc.envelope import Params, encoder
-from rpc.params import read_json
-from rpc.responses import json_response, render
+from rpc.core.envelope import Params, encoder
+from rpc.core.params import read_json
+from rpc.core.responses import json_response, render
 from rpc.services import services
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}

@@ -10,7 +10,7 @@ from typing import Any
 from starlette.responses import Response
 
 from rpc.auth import apikeys
-from rpc.errors import NotFound
+from rpc.core.errors import NotFound
 from rpc.panel.handler import Panel, page
 from rpc.panel.ids import uuid_or_404
 from rpc.web.pages import redirect
@@ -29,7 +29,7 @@ async def create_key(panel: Panel) -> Response:
     """`POST /panel/api-keys` with `name`, `scopes` (repeated), `mode`: the new key, shown in this answer only."""
     if panel.user.role not in apikeys.KEY_ROLES:
         return panel.render("panel/api_keys_candidate.html", 403, section="api_keys")
-    every_scope = list(panel.services.catalog.scopes)
+    every_scope = list(panel.services.vocabulary.scopes)
     name, mode, scopes = panel.field("name"), panel.field("mode"), panel.fields("scopes")
     values = {"name": name, "mode": mode, "scopes": scopes}
     owner = apikeys.Owner(user_id=panel.user.user_id, account_id=panel.account_id, role=panel.user.role)
@@ -89,7 +89,7 @@ async def _keys(
         status,
         section="api_keys",
         keys=await apikeys.list_keys(panel.conn, panel.account_id),
-        scopes=panel.services.catalog.scopes,
+        scopes=panel.services.vocabulary.scopes,
         values=values,
         errors=errors or {},
         new_key=new_key,
@@ -99,4 +99,4 @@ async def _keys(
 
 def _defaults(panel: Panel) -> dict[str, Any]:
     mode = "live" if panel.services.settings.production else "test"
-    return {"name": "", "mode": mode, "scopes": list(panel.services.catalog.scopes)[:1]}
+    return {"name": "", "mode": mode, "scopes": list(panel.services.vocabulary.scopes)[:1]}

@@ -10,10 +10,10 @@ from typing import Any
 
 from starlette.responses import Response
 
-from rpc.errors import NotFound
+from rpc.core.errors import NotFound
+from rpc.core.types import Connection
 from rpc.panel.handler import Panel, page
 from rpc.panel.ids import uuid_or_404
-from rpc.types import Connection
 from rpc.web.pages import redirect
 
 PER_PAGE = 20

@@ -19,10 +19,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from rpc.errors import NotFound, PayloadTooLarge, RateLimited
+from rpc.core.errors import NotFound, PayloadTooLarge, RateLimited
+from rpc.core.types import Connection
 from rpc.panel.pages import PAGES, secure
 from rpc.services import Services, services
-from rpc.types import Connection
 from rpc.web.forms import Fields, FormError, read_form
 from rpc.web.pages import redirect, signin_url
 from rpc.web.sessions import WebUser
@@ -78,12 +78,15 @@ class Panel:
         raw = self.request.query_params.get(name, "")
         return min(int(raw), maximum) if raw.isdigit() and int(raw) >= 1 else default
 
-    def render(self, template: str, status: int = 200, **context: Any) -> Response:
-        """A page, with the person, their CSRF token and the notice named in the query string, if any."""
+    def context(self, **values: Any) -> dict[str, Any]:
+        """What every page is rendered with — the person, their CSRF token and the notice named in the query
+        string, if any — and `values`."""
         notice = NOTICES.get(self.request.query_params.get("notice", ""))
-        values: dict[str, Any] = {"user": self.user, "csrf_token": self.user.csrf_token, "notice": notice}
-        values.update(context)
-        return PAGES.render(template, values, status)
+        return {"user": self.user, "csrf_token": self.user.csrf_token, "notice": notice, **values}
+
+    def render(self, template: str, status: int = 200, **values: Any) -> Response:
+        """A page of the panel's own templates."""
+        return PAGES.render(template, self.context(**values), status)
 
 
 Handler = Callable[[Panel], Awaitable[Response]]

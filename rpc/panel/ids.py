@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from rpc.errors import NotFound
+from rpc.core.errors import NotFound
 
 
 def uuid_or_404(value: str) -> uuid.UUID:

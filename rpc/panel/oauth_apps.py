@@ -19,7 +19,7 @@ from rpc.auth.oauth_clients import (
     list_clients,
     set_redirect_uris,
 )
-from rpc.errors import NotFound
+from rpc.core.errors import NotFound
 from rpc.panel.handler import Panel, page
 from rpc.web.pages import redirect
 
@@ -38,7 +38,7 @@ async def apps_page(panel: Panel) -> Response:
 @page
 async def register_app(panel: Panel) -> Response:
     """`POST /panel/oauth-apps` with `name`, `redirect_uris` (one a line), `client_type`, `scopes` (repeated)."""
-    every_scope = list(panel.services.catalog.scopes)
+    every_scope = list(panel.services.vocabulary.scopes)
     name, uris_text, client_type = panel.field("name"), panel.field("redirect_uris"), panel.field("client_type")
     scopes = panel.fields("scopes")
     values = {"name": name, "redirect_uris": uris_text, "client_type": client_type, "scopes": scopes}
@@ -107,7 +107,7 @@ async def authorized_page(panel: Panel) -> Response:
     """`GET /panel/authorized-apps`: the applications this person has authorized."""
     apps = await authorized_apps(panel.conn, panel.user.user_id)
     return panel.render(
-        "panel/authorized_apps.html", section="authorized_apps", apps=apps, sentences=panel.services.catalog.scopes
+        "panel/authorized_apps.html", section="authorized_apps", apps=apps, sentences=panel.services.vocabulary.scopes
     )
 
 
@@ -140,7 +140,7 @@ async def _apps(
         status,
         section="oauth_apps",
         clients=await list_clients(panel.conn, panel.account_id),
-        scopes=panel.services.catalog.scopes,
+        scopes=panel.services.vocabulary.scopes,
         values=values,
         errors=errors or {},
         registered=registered,
@@ -159,14 +159,14 @@ def _app(
         client=client,
         values=values,
         errors=errors or {},
-        scopes=panel.services.catalog.scopes,
+        scopes=panel.services.vocabulary.scopes,
         max_redirect_uris=MAX_REDIRECT_URIS,
         production=panel.services.settings.production,
     )
 
 
 def _defaults(panel: Panel) -> dict[str, Any]:
-    every_scope = list(panel.services.catalog.scopes)
+    every_scope = list(panel.services.vocabulary.scopes)
     return {"name": "", "redirect_uris": "", "client_type": "confidential", "scopes": every_scope}
 
 

@@ -24,7 +24,7 @@ async def overview_page(panel: Panel) -> Response:
     cursor = await panel.conn.execute(_ACCOUNT, {"account_id": panel.account_id})
     account = await cursor.fetchone()
     assert account is not None  # a session's user has an account (ON DELETE CASCADE)
-    plans = panel.services.catalog.plans
-    plan = plans.get(account["plan"], panel.services.catalog.default_plan)
+    plans = panel.services.vocabulary.plans
+    plan = plans.get(account["plan"], panel.services.vocabulary.default_plan)
     usage = await read_usage(panel.services.counters, plan, panel.account_id)
     return panel.render("panel/overview.html", section="overview", account=account, plan=plan, usage=usage)

@@ -47,13 +47,13 @@ def secure(response: Response) -> Response:
 
 
 class PanelPages:
-    """The panel's template environment (autoescaped, strict about undefined names)."""
+    """The panel's template environment (autoescaped, strict about undefined names); a business module that
+    adds pages makes its own with its package's `templates/` in front."""
 
-    def __init__(self) -> None:
+    def __init__(self, *packages: str) -> None:
+        loaders = [jinja2.PackageLoader(package, "templates") for package in (*packages, "rpc.panel", "rpc.web")]
         self._env = jinja2.Environment(
-            loader=jinja2.ChoiceLoader(
-                [jinja2.PackageLoader("rpc.panel", "templates"), jinja2.PackageLoader("rpc.web", "templates")]
-            ),
+            loader=jinja2.ChoiceLoader(loaders),
             autoescape=True,
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,

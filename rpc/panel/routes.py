@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
-from rpc.panel import api_keys, billing, deliveries, oauth_apps, overview, webhooks
+from rpc.panel import api_keys, deliveries, oauth_apps, overview, webhooks
 from rpc.panel.handler import unknown_page
 from rpc.panel.pages import static
 
@@ -13,7 +13,6 @@ GET, POST = ["GET"], ["POST"]
 
 routes = [
     Route("/panel", overview.overview_page, methods=GET),
-    Route("/panel/billing", billing.billing_page, methods=GET),
     # Settings > API keys
     Route("/panel/api-keys", api_keys.keys_page, methods=GET),
     Route("/panel/api-keys", api_keys.create_key, methods=POST),
@@ -42,5 +41,6 @@ routes = [
     Route("/panel/authorized-apps", oauth_apps.authorized_page, methods=GET),
     Route("/panel/authorized-apps/revoke", oauth_apps.revoke_app, methods=POST),
     Route("/panel/static/{name}", static, methods=GET),
-    Route("/panel/{rest:path}", unknown_page, methods=["GET", "POST"]),
 ]
+# After the business's pages (assembled in rpc/app.py): any other address under /panel.
+fallback = [Route("/panel/{rest:path}", unknown_page, methods=["GET", "POST"])]

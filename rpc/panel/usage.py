@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from limits import RateLimitItem, RateLimitItemPerDay, RateLimitItemPerMinute
 from limits.aio.storage import Storage
 
-from rpc.catalog import Plan
+from rpc.core.vocabulary import Plan
 
 log = logging.getLogger(__name__)
 

@@ -11,16 +11,16 @@ from typing import Any
 
 from starlette.responses import Response
 
+from rpc.outbox.endpoints import ROTATION_OVERLAP, Endpoint, InvalidEndpoint
 from rpc.panel import deliveries
 from rpc.panel.handler import Panel, page
 from rpc.web.pages import redirect
-from rpc.webhooks import ROTATION_OVERLAP, Endpoint, InvalidEndpoint
 
 SINCE_FORMAT = "%Y-%m-%dT%H:%M"
 
 
 def kind_groups(kinds: Sequence[str]) -> list[tuple[str, list[str]]]:
-    """The catalog's event kinds grouped by area (`job.published` → "Job events"), in catalog order."""
+    """The vocabulary's event kinds grouped by area (`job.published` → "Job events"), in the vocabulary's order."""
     groups: dict[str, list[str]] = {}
     for kind in kinds:
         groups.setdefault(kind.partition(".")[0], []).append(kind)
@@ -145,7 +145,7 @@ async def _endpoints(
         section="webhooks",
         endpoints=endpoints,
         last=last,
-        groups=kind_groups(panel.services.catalog.event_kinds),
+        groups=kind_groups(panel.services.vocabulary.event_kinds),
         values=values,
         errors=errors or {},
         production=panel.services.settings.production,
@@ -187,7 +187,7 @@ def _edit_form(
         status,
         section="webhooks",
         endpoint=endpoint,
-        groups=kind_groups(panel.services.catalog.event_kinds),
+        groups=kind_groups(panel.services.vocabulary.event_kinds),
         values=values,
         errors=errors or {},
         production=panel.services.settings.production,

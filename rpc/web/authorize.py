@@ -27,8 +27,8 @@ from rpc.auth.oauth import (
     check_challenge,
 )
 from rpc.auth.oauth_clients import Client, find_client
-from rpc.errors import PayloadTooLarge
-from rpc.types import Connection
+from rpc.core.errors import PayloadTooLarge
+from rpc.core.types import Connection
 from rpc.web.forms import Fields, FormError, read_form, single
 from rpc.web.pages import origin_source, redirect, signin_url
 from rpc.web.sessions import WebUser

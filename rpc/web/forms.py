@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from starlette.requests import Request
 
-from rpc.params import read_body
+from rpc.core.params import read_body
 
 FORM = "application/x-www-form-urlencoded"
 MAX_FORM_BYTES = 64 * 1024

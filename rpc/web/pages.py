@@ -13,7 +13,7 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from rpc.errors import RateLimited
+from rpc.core.errors import RateLimited
 
 STYLESHEET = importlib.resources.files("rpc.web").joinpath("static/style.css").read_bytes()
 DEFAULT_LANDING = "/web/apps"

@@ -23,9 +23,9 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from starlette.requests import Request
 from starlette.responses import Response
 
-from rpc.crypto import random_token, token_hash
+from rpc.core.crypto import random_token, token_hash
+from rpc.core.types import Connection, Role
 from rpc.settings import Settings
-from rpc.types import Connection, Role
 
 SESSION_LIFETIME = dt.timedelta(hours=12)
 SIGNIN_COOKIE_LIFETIME = dt.timedelta(hours=1)

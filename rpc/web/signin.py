@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from rpc.auth.oauth import authorized_apps, revoke_access
 from rpc.auth.routes import client_address
-from rpc.errors import InvalidCredentials, PayloadTooLarge, RateLimited
+from rpc.core.errors import InvalidCredentials, PayloadTooLarge, RateLimited
 from rpc.web.forms import FormError, read_form, single
 from rpc.web.pages import DEFAULT_LANDING, local_path, redirect, signin_url
 from rpc.web.state import Web, web

@@ -9,10 +9,10 @@ from starlette.requests import Request
 
 from rpc.auth.identity import IdentityProvider
 from rpc.auth.oauth import AuthorizationServer, ScopePolicy
-from rpc.db import Pool
+from rpc.db.pool import Pool
+from rpc.limits.throttle import Throttle
 from rpc.services import Services
 from rpc.settings import Settings
-from rpc.throttle import Throttle
 from rpc.web.pages import Pages
 from rpc.web.sessions import SessionStore
 

@@ -26,13 +26,11 @@ from typing import Any
 import pytest
 
 from procedures.jobs import JobEvent
-from rpc import admin as ops
-from rpc.delivery import Queue, queue_app
-from rpc.events import Emitter
+from rpc.ops import admin as ops
 from tests.conftest import Databases
 from tests.drills.common import Fleet, Resetter, median, percentile, service_env
 from tests.receiver import Hook, Received, Receiver, Reply
-from tests.support import Admin, settings_for
+from tests.support import Admin, emitter_for, settings_for
 
 EVENTS = 50
 TIMEOUT = 2.0
@@ -56,7 +54,7 @@ def emit(database_url: str, account_id: str, count: int) -> dict[str, float]:
     settings = settings_for(database_url, **WORKER_SETTINGS)
 
     async def go() -> dict[str, float]:
-        emitter = Emitter(settings, Queue(queue_app()))
+        emitter = emitter_for(settings)
         committed: dict[str, float] = {}
         async with await ops.connect(database_url) as conn:
             for number in range(count):

@@ -1,0 +1,35 @@
+"""What the operations hand the framework at assembly (`rpc/app.py` is the only caller): every procedure module
+registered, the vocabulary, the payment provider behind the receiver, the periodic expiry of subscriptions,
+and the Billing page of the panel."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import procedures
+from procedures.billing import panel as billing_panel
+from procedures.billing.provider import PayTR, PayTRSettings
+from procedures.billing.settlement import EXPIRY
+from procedures.vocabulary import VOCABULARY
+from rpc.core.business import Business
+from rpc.settings import Settings
+
+
+def load() -> None:
+    """Import every module of the package, registering its procedures (importing twice is harmless). The
+    modules are found by walking the package: a new one needs no list kept by hand."""
+    for module in pkgutil.walk_packages(procedures.__path__, f"{procedures.__name__}."):
+        importlib.import_module(module.name)
+
+
+def business(settings: Settings) -> Business:
+    """Everything the framework runs for the business; the provider's settings are checked here, at start."""
+    load()
+    PayTRSettings.of(settings)
+    return Business(
+        vocabulary=VOCABULARY,
+        providers={"paytr": PayTR()},
+        periodic={"expire_subscriptions": EXPIRY},
+        panel_routes=billing_panel.routes,
+    )

@@ -1,0 +1,49 @@
+"""The business vocabulary — scopes and what each allows, the plans, the event kinds — handed to the framework
+as data at assembly (`procedures.assembly`)."""
+
+from __future__ import annotations
+
+from rpc.core.vocabulary import Plan, Vocabulary
+
+SCOPES = {
+    "read:jobs": "See job postings, including your account's drafts.",
+    "write:jobs": "Create, edit, publish and close your account's job postings.",
+    "read:applications": "See applications: your own, or those to your account's jobs.",
+    "write:applications": "Submit and withdraw applications, and move them through the hiring pipeline.",
+    "read:profile": "See your profile: name, e-mail, role and account.",
+    "write:profile": "Change your display name, headline, location and bio.",
+    "read:billing": "See your account's plan, subscriptions, payments and invoices.",
+    "write:billing": "Subscribe your account to a plan, and cancel subscriptions.",
+}
+
+# Candidates apply to jobs and keep a profile: no job writing and no billing for their applications.
+OAUTH_ROLE_SCOPES = {
+    "candidate": frozenset({"read:jobs", "read:applications", "write:applications", "read:profile", "write:profile"}),
+    "employer": frozenset(SCOPES),
+    "admin": frozenset(SCOPES),
+}
+
+PLANS = {
+    plan.name: plan
+    for plan in (
+        Plan(name="free", price=0, currency="TRY", per_minute=60, per_day=1_000),
+        Plan(name="pro", price=99_000, currency="TRY", per_minute=300, per_day=10_000),
+        Plan(name="enterprise", price=499_000, currency="TRY", per_minute=1_000, per_day=100_000),
+    )
+}
+
+EVENT_KINDS = (
+    "job.published",
+    "job.updated",
+    "job.closed",
+    "application.created",
+    "application.status_changed",
+    "application.reviewed",
+    "billing.payment.completed",
+    "billing.payment.failed",
+    "billing.subscription.created",
+    "billing.subscription.cancelled",
+    "billing.invoice.generated",
+)
+
+VOCABULARY = Vocabulary(scopes=SCOPES, plans=PLANS, event_kinds=EVENT_KINDS, oauth_role_scopes=OAUTH_ROLE_SCOPES)

@@ -1,0 +1,25 @@
+"""What the operations (`procedures/`) hand the framework at assembly: their vocabulary, as data, and the few
+objects the framework runs for them — payment providers behind the receiver, periodic work on the delivery
+workers, pages of the panel. `rpc/app.py` takes it from `procedures.assembly.business()`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from starlette.routing import BaseRoute
+
+from rpc.core.vocabulary import Vocabulary
+from rpc.outbox.periodic import Periodic
+from rpc.payments.provider import Provider
+
+
+@dataclass(frozen=True, slots=True)
+class Business:
+    """The vocabulary, the payment providers by the path segment of their notification address, the periodic
+    work by name, and the panel's pages of the business (routes under `/panel`)."""
+
+    vocabulary: Vocabulary
+    providers: Mapping[str, Provider] = field(default_factory=dict)
+    periodic: Mapping[str, Periodic] = field(default_factory=dict)
+    panel_routes: Sequence[BaseRoute] = ()

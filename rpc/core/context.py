@@ -1,0 +1,54 @@
+"""What a procedure receives besides its params."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+
+import httpx
+import msgspec
+
+from rpc.auth.principal import Principal
+from rpc.core.types import Connection
+from rpc.outbox.emit import Emitter, UnknownEventKind
+from rpc.settings import Settings
+
+TransactionOpener = Callable[[], AbstractAsyncContextManager[Connection]]
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """The caller and their address, the request's id, the call's connection (inside the call's transaction for
+    writes), and the shared HTTP client for the few procedures that call another service.
+
+    A procedure registered with `calls_out=True` (it waits on another service) gets no connection: it opens
+    short transactions of its own with `transaction()`, so that nothing is held while it waits.
+    """
+
+    principal: Principal
+    request_id: str
+    client_address: str
+    settings: Settings
+    emitter: Emitter
+    http: httpx.AsyncClient
+    connection: Connection | None
+    transactions: TransactionOpener
+    emits: frozenset[str] = frozenset()  # the event kinds the procedure declared
+
+    @property
+    def conn(self) -> Connection:
+        if self.connection is None:
+            raise RuntimeError("a procedure that calls out opens its own transactions: use ctx.transaction()")
+        return self.connection
+
+    def transaction(self) -> AbstractAsyncContextManager[Connection]:
+        """A connection of its own in a transaction of its own, the caller's credential confirmed inside it."""
+        return self.transactions()
+
+    async def emit(self, kind: str, data: msgspec.Struct, account_ids: Iterable[str]) -> None:
+        """Announce a change to `account_ids`; committed (or rolled back) with the change itself. Only a kind
+        the procedure declared (`@procedure(emits=...)`)."""
+        if kind not in self.emits:
+            raise UnknownEventKind(f"the procedure did not declare that it emits {kind!r}")
+        await self.emitter.emit(self.conn, kind, data, account_ids)

@@ -1,0 +1,179 @@
+"""`@procedure` and the registry it fills.
+
+Registration is strict at import time: a duplicate name, a missing scope or docstring, or a signature
+without Struct types fails loudly there, never at the first request. At assembly `check` holds every
+procedure to the business vocabulary: its scope must be a known scope, and each event kind it declares it
+emits a known kind (and a procedure can emit no kind it did not declare: `Context.emit`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import msgspec
+
+from rpc.core.envelope import Params
+from rpc.core.types import ROLES, Role
+from rpc.core.vocabulary import Vocabulary
+
+Handler = Callable[[Any, Any], Awaitable[Any]]
+F = TypeVar("F", bound=Handler)
+
+_NAME = re.compile(r"^[a-z][a-z_]*(\.[a-z][a-z_]*)+$")
+
+
+class RegistrationError(TypeError):
+    """A procedure that cannot be served as declared."""
+
+
+@dataclass(frozen=True, slots=True)
+class Procedure:
+    """A registered operation and everything the dispatcher needs to serve it."""
+
+    name: str
+    handler: Handler
+    scope: str
+    write: bool
+    calls_out: bool
+    emits: tuple[str, ...]
+    roles: frozenset[Role] | None
+    params_type: type[Params]
+    result_type: Any
+    doc: str
+    decoder: msgspec.json.Decoder[Any]
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return ("POST",) if self.write else ("GET", "POST")
+
+
+class Registry:
+    """Procedures by name, and the conflict messages of named constraints."""
+
+    def __init__(self) -> None:
+        self._procedures: dict[str, Procedure] = {}
+        self._conflicts: dict[str, str] = {}
+
+    def __iter__(self) -> Iterator[Procedure]:
+        return iter(sorted(self._procedures.values(), key=lambda p: p.name))
+
+    def __len__(self) -> int:
+        return len(self._procedures)
+
+    def get(self, name: str) -> Procedure | None:
+        return self._procedures.get(name)
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        return frozenset(p.scope for p in self._procedures.values())
+
+    def check(self, vocabulary: Vocabulary) -> None:
+        """Every procedure's scope and declared event kinds are in the vocabulary, or the start fails."""
+        for proc in self:
+            if proc.scope not in vocabulary.scopes:
+                raise RegistrationError(f"{proc.name}: scope {proc.scope!r} is not in the vocabulary")
+            unknown = sorted(set(proc.emits) - set(vocabulary.event_kinds))
+            if unknown:
+                raise RegistrationError(f"{proc.name}: event kinds {unknown} are not in the vocabulary")
+
+    def conflict_message(self, constraint: str | None) -> str | None:
+        return self._conflicts.get(constraint or "")
+
+    def on_conflict(self, constraint: str, message: str) -> None:
+        """Name the message a violation of `constraint` answers with (`409 conflict`)."""
+        self._conflicts[constraint] = message
+
+    def procedure(
+        self,
+        name: str,
+        *,
+        scope: str,
+        write: bool = False,
+        roles: tuple[Role, ...] | None = None,
+        calls_out: bool = False,
+        emits: tuple[str, ...] = (),
+    ) -> Callable[[F], F]:
+        """Register an `async def f(ctx, params: SomeParams) -> SomeResult` under `name`.
+
+        A write names the event kinds it may emit (`emits`). A write that waits on another service says
+        `calls_out=True`: it is given no connection and no transaction, and opens short ones itself
+        (`ctx.transaction()`), so that a slow service holds nothing.
+        """
+
+        def register(func: F) -> F:
+            described = _describe(self._procedures, name, func, scope, write, roles, calls_out, emits)
+            self._procedures[name] = described
+            return func
+
+        return register
+
+
+def _describe(
+    existing: dict[str, Procedure],
+    name: str,
+    func: Handler,
+    scope: str,
+    write: bool,
+    roles: tuple[Role, ...] | None,
+    calls_out: bool,
+    emits: tuple[str, ...],
+) -> Procedure:
+    where = f"{func.__module__}.{func.__qualname__}"
+    if not _NAME.match(name):
+        raise RegistrationError(f"{where}: {name!r} is not a dotted lower-case name")
+    if name in existing:
+        raise RegistrationError(f"{where}: procedure {name!r} is already registered")
+    if not scope:
+        raise RegistrationError(f"{where}: procedure {name!r} needs a scope")
+    if calls_out and not write:
+        raise RegistrationError(f"{where}: only a write may call out (a read needs no transaction to leave)")
+    if emits and not write:
+        raise RegistrationError(f"{where}: only a write emits events (in its transaction)")
+    if roles is not None and (not roles or set(roles) - set(ROLES)):
+        raise RegistrationError(f"{where}: roles must be a non-empty subset of {ROLES}")
+    doc = inspect.getdoc(func)
+    if not doc:
+        raise RegistrationError(f"{where}: procedure {name!r} needs a docstring (it becomes its OpenAPI text)")
+    if not inspect.iscoroutinefunction(func):
+        raise RegistrationError(f"{where}: procedure {name!r} must be `async def`")
+    try:
+        hints = typing.get_type_hints(func, include_extras=True)
+    except NameError as exc:
+        raise RegistrationError(f"{where}: cannot resolve its annotations: {exc}") from exc
+    parameters = list(inspect.signature(func).parameters)
+    if len(parameters) != 2:
+        raise RegistrationError(f"{where}: a procedure takes exactly (ctx, params)")
+    params_type = hints.get(parameters[1])
+    if not (isinstance(params_type, type) and issubclass(params_type, Params)):
+        raise RegistrationError(f"{where}: params must be annotated with a Params Struct")
+    result_type = hints.get("return")
+    if not _is_struct(result_type):
+        raise RegistrationError(f"{where}: the return annotation must be a msgspec Struct")
+    return Procedure(
+        name=name,
+        handler=func,
+        scope=scope,
+        write=write,
+        calls_out=calls_out,
+        emits=tuple(emits),
+        roles=frozenset(roles) if roles is not None else None,
+        params_type=params_type,
+        result_type=result_type,
+        doc=doc,
+        decoder=msgspec.json.Decoder(params_type),
+    )
+
+
+def _is_struct(annotation: Any) -> bool:
+    candidate = typing.get_origin(annotation) or annotation
+    return isinstance(candidate, type) and issubclass(candidate, msgspec.Struct)
+
+
+registry = Registry()
+procedure = registry.procedure
+on_conflict = registry.on_conflict

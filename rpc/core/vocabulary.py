@@ -1,0 +1,35 @@
+"""The business vocabulary the framework is handed at assembly, as data: it owns only the mechanisms that use
+it (the limiter takes the plans, the consent page the scopes' sentences, `emit` and the webhook forms the event
+kinds)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A plan: its price per 30-day period in minor units, and the request budget of an account on it."""
+
+    name: str
+    price: int
+    currency: str
+    per_minute: int
+    per_day: int
+
+
+@dataclass(frozen=True, slots=True)
+class Vocabulary:
+    """Scopes with the sentence that explains each, the plans an account can be on (the first is the default),
+    and the event kinds a webhook endpoint can subscribe to (`area.what`, grouped by area in the panel)."""
+
+    scopes: Mapping[str, str]
+    plans: Mapping[str, Plan]
+    event_kinds: tuple[str, ...]
+    # The scopes each role may grant an OAuth application (CONTRACT.md §12: also limited by the role).
+    oauth_role_scopes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def default_plan(self) -> Plan:
+        return next(iter(self.plans.values()))

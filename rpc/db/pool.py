@@ -1,0 +1,89 @@
+"""The connection pool and the one place where driver errors become API errors."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from rpc.core.errors import Conflict, InvalidParams, RpcError, Unavailable
+from rpc.core.registry import Registry
+from rpc.core.types import Connection
+from rpc.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Pool = AsyncConnectionPool[Connection]
+
+
+async def _configure(conn: Connection) -> None:
+    """Autocommit (writes open their own transaction), and UTC so that timestamps leave as `...Z`.
+
+    Set here rather than in the pool's kwargs: procrastinate opens its listening connection with those
+    kwargs plus its own `autocommit=True`, and a duplicate keyword would fail.
+    """
+    await conn.set_autocommit(True)
+    await conn.execute("SET TIME ZONE 'UTC'")
+
+
+def create_pool(settings: Settings, database_url: str) -> Pool:
+    """An unopened pool of autocommit connections; writes open their own transaction."""
+    return AsyncConnectionPool(
+        database_url,
+        connection_class=psycopg.AsyncConnection[DictRow],
+        kwargs={"row_factory": dict_row},
+        configure=_configure,
+        min_size=settings.db_pool_min,
+        max_size=settings.db_pool_max,
+        timeout=settings.db_pool_timeout,
+        # No background reconnection loop with growing back-off: a lost connection is replaced when a request
+        # needs one, so service returns with the database's first answer (tests/drills).
+        reconnect_timeout=0,
+        open=False,
+        name="hire-api",
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_pool(settings: Settings, database_url: str) -> AsyncIterator[Pool]:
+    """The pool, open (its first connections made) for the duration of the block."""
+    pool = create_pool(settings, database_url)
+    await pool.open(wait=True, timeout=30)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+async def one_row(cursor: psycopg.AsyncCursor[DictRow]) -> DictRow:
+    """The row a statement that always answers one (an INSERT/UPDATE ... RETURNING of a known row) gave."""
+    row = await cursor.fetchone()
+    assert row is not None
+    return row
+
+
+async def count_for_account(conn: Connection, account_id: str, query: str) -> int:
+    """Lock the account's row, then count with `query` (`%(account_id)s`, one `n` column), inside the caller's
+    transaction: creations of one account take turns, so that two cannot both take its last free place."""
+    await conn.execute("SELECT FROM accounts WHERE id = %(account_id)s FOR UPDATE", {"account_id": account_id})
+    cursor = await conn.execute(query, {"account_id": account_id})
+    return int((await one_row(cursor))["n"])
+
+
+def translate(exc: psycopg.Error | PoolTimeout, registry: Registry | None) -> RpcError | None:
+    """The API error a driver error stands for, or None when it is a bug (an internal error)."""
+    if isinstance(exc, PoolTimeout | psycopg.OperationalError):
+        log.warning("database unavailable: %s", type(exc).__name__)
+        return Unavailable()
+    if isinstance(exc, pgerrors.UniqueViolation | pgerrors.ExclusionViolation):
+        # The constraint chooses the message; its name, a detail of our schema, is not shown.
+        constraint = exc.diag.constraint_name
+        return Conflict(registry.conflict_message(constraint) if registry else None)
+    if isinstance(exc, psycopg.DataError):  # SQLSTATE class 22: a value the database cannot take
+        return InvalidParams([{"field": "", "message": "A value is not acceptable (out of range or malformed)."}])
+    return None

@@ -1,0 +1,230 @@
+"""The operator's commands (`bin/admin ...`), as async functions that return the JSON object they print."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from rpc.auth import apikeys
+from rpc.auth.identity import IdentityProvider
+from rpc.auth.keyring import KeyRing
+from rpc.auth.oauth_clients import InvalidClientSpec, create_client
+from rpc.auth.passwords import Passwords
+from rpc.core.crypto import Sealer
+from rpc.core.types import ROLES, Connection
+from rpc.core.vocabulary import Vocabulary
+from rpc.db.pool import one_row
+from rpc.outbox.endpoints import InvalidEndpoint, Webhooks
+from rpc.settings import Settings
+
+
+class AdminError(Exception):
+    """A command that cannot be carried out; its message is printed on stderr."""
+
+
+_ACCOUNT_EXISTS = "SELECT id FROM accounts WHERE id = %(id)s"
+_INSERT_ACCOUNT = "INSERT INTO accounts (name) VALUES (%(name)s) RETURNING id"
+_INSERT_USER = """
+INSERT INTO users (account_id, role, email, password_hash)
+VALUES (%(account_id)s, %(role)s, %(email)s, %(password_hash)s)
+RETURNING id
+"""
+_USER_BY_EMAIL = "SELECT id, account_id, role FROM users WHERE email = %(email)s AND issuer IS NULL"
+_DELIVERY_ACCOUNT = """
+SELECT ep.account_id FROM webhook_deliveries AS d JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
+WHERE d.id = %(id)s
+"""
+_ENDPOINT_ACCOUNT = "SELECT account_id FROM webhook_endpoints WHERE id = %(id)s"
+_SET_PLAN = "UPDATE accounts SET plan = %(plan)s WHERE id = %(account_id)s RETURNING id, plan"
+
+
+async def connect(database_url: str) -> Connection:
+    return await psycopg.AsyncConnection.connect(database_url, row_factory=dict_row, autocommit=True)
+
+
+async def create_user(
+    conn: Connection,
+    *,
+    email: str,
+    password: str,
+    role: str,
+    account_name: str | None = None,
+    account_id: str | None = None,
+) -> dict[str, Any]:
+    if role not in ROLES:
+        raise AdminError(f"--role must be one of {', '.join(ROLES)}")
+    if not password:
+        raise AdminError("--password may not be empty")
+    email = _email(email)
+    password_hash = await Passwords().hash(password)
+    async with conn.transaction():
+        if account_id is not None:
+            cursor = await conn.execute(_ACCOUNT_EXISTS, {"id": _uuid(account_id, "--account-id")})
+            if await cursor.fetchone() is None:
+                raise AdminError(f"no account {account_id}")
+        else:
+            cursor = await conn.execute(_INSERT_ACCOUNT, {"name": (account_name or email)[:200]})
+            account_id = str((await one_row(cursor))["id"])
+        try:
+            cursor = await conn.execute(
+                _INSERT_USER,
+                {"account_id": account_id, "role": role, "email": email, "password_hash": password_hash},
+            )
+        except psycopg.errors.UniqueViolation as exc:
+            raise AdminError(f"a user with e-mail {email} already exists") from exc
+        user_id = str((await one_row(cursor))["id"])
+    return {"user_id": user_id, "account_id": account_id}
+
+
+async def mint_token(conn: Connection, settings: Settings, *, email: str, expires_in: int) -> dict[str, Any]:
+    if settings.production:
+        raise AdminError("mint-token is refused on a production deployment")
+    user = await _user(conn, email)
+    keyring = await KeyRing.load(conn, Sealer(settings.secret_key))
+    token = IdentityProvider(settings, keyring, Passwords()).access_token(str(user["id"]), expires_in)
+    return {"access_token": token}
+
+
+async def create_api_key(
+    conn: Connection,
+    settings: Settings,
+    vocabulary: Vocabulary,
+    *,
+    email: str,
+    name: str,
+    scopes: Sequence[str],
+    mode: str,
+) -> dict[str, Any]:
+    user = await _user(conn, email)
+    owner = apikeys.Owner(user_id=str(user["id"]), account_id=str(user["account_id"]), role=user["role"])
+    try:
+        key_id, key = await apikeys.create_key(
+            conn,
+            owner,
+            name=name,
+            scopes=scopes,
+            mode=mode,
+            every_scope=list(vocabulary.scopes),
+            production=settings.production,
+        )
+    except apikeys.InvalidKey as exc:
+        raise AdminError("; ".join(_option_error(field, message) for field, message in exc.errors.items())) from exc
+    return {"id": key_id, "key": key}
+
+
+async def create_oauth_client(
+    conn: Connection,
+    settings: Settings,
+    vocabulary: Vocabulary,
+    *,
+    email: str,
+    name: str,
+    redirect_uris: Sequence[str],
+    public: bool,
+    scopes: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """A third-party application owned by the user's account; its secret (null when public) is shown once."""
+    user = await _user(conn, email)
+    try:
+        client, secret = await create_client(
+            conn,
+            account_id=str(user["account_id"]),
+            created_by=str(user["id"]),
+            name=name,
+            redirect_uris=redirect_uris,
+            confidential=not public,
+            scopes=scopes,
+            every_scope=list(vocabulary.scopes),
+            production=settings.production,
+        )
+    except InvalidClientSpec as exc:
+        raise AdminError(_option_error(exc.field, str(exc))) from exc
+    return {"client_id": client.id, "client_secret": secret}
+
+
+async def revoke_api_key(conn: Connection, *, key_id: str) -> dict[str, Any]:
+    row = await apikeys.revoke_key(conn, _uuid(key_id, "--id"), None)
+    if row is None:
+        raise AdminError(f"no API key {key_id}")
+    return {"id": row["id"], "revoked_at": row["revoked_at"]}
+
+
+async def set_plan(conn: Connection, vocabulary: Vocabulary, *, email: str, plan: str) -> dict[str, Any]:
+    if plan not in vocabulary.plans:
+        raise AdminError(f"--plan must be one of {', '.join(vocabulary.plans)}")
+    user = await _user(conn, email)
+    cursor = await conn.execute(_SET_PLAN, {"plan": plan, "account_id": user["account_id"]})
+    row = await one_row(cursor)
+    return {"account_id": str(row["id"]), "plan": row["plan"]}
+
+
+async def create_webhook(
+    conn: Connection, webhooks: Webhooks, *, email: str, url: str, events: Sequence[str]
+) -> dict[str, Any]:
+    user = await _user(conn, email)
+    try:
+        endpoint, secret = await webhooks.create(conn, str(user["account_id"]), url, events)
+    except InvalidEndpoint as exc:
+        raise AdminError(_option_error(exc.field, str(exc))) from exc
+    return {"id": endpoint.id, "secret": secret}
+
+
+async def redeliver(
+    conn: Connection, webhooks: Webhooks, *, delivery_id: str | None, endpoint_id: str | None, since: str | None
+) -> dict[str, Any]:
+    """One failed delivery again (`--id`), or every failed one of an endpoint since a time."""
+    async with conn.transaction():
+        if delivery_id is not None:
+            account = await _owner(conn, _DELIVERY_ACCOUNT, delivery_id, "--id")
+            return {"deliveries": [await webhooks.redeliver(conn, account, delivery_id)]}
+        if endpoint_id is None or since is None:
+            raise AdminError("give --id, or --endpoint-id with --since")
+        try:
+            moment = dt.datetime.fromisoformat(since.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise AdminError(f"--since: not an ISO 8601 time: {since!r}") from exc
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=dt.UTC)
+        account = await _owner(conn, _ENDPOINT_ACCOUNT, endpoint_id, "--endpoint-id")
+        return {"deliveries": await webhooks.redeliver_failed_since(conn, account, endpoint_id, moment)}
+
+
+async def _owner(conn: Connection, query: str, object_id: str, option: str) -> str:
+    cursor = await conn.execute(query, {"id": _uuid(object_id, option)})
+    row = await cursor.fetchone()
+    if row is None:
+        raise AdminError(f"{option}: no such object {object_id}")
+    return str(row["account_id"])
+
+
+async def _user(conn: Connection, email: str) -> dict[str, Any]:
+    cursor = await conn.execute(_USER_BY_EMAIL, {"email": _email(email)})
+    row = await cursor.fetchone()
+    if row is None:
+        raise AdminError(f"no user with e-mail {email}")
+    return row
+
+
+def _option_error(field: str, message: str) -> str:
+    """A rule's message, naming the command-line option at fault (or none, for the account's cap)."""
+    option = {"redirect_uris": "redirect-uri", "event_kinds": "events", "form": "", "role": "email"}.get(field, field)
+    return f"--{option}: {message}" if option else message
+
+
+def _email(email: str) -> str:
+    email = email.strip().lower()
+    if "@" not in email or len(email) > 254:
+        raise AdminError(f"not an e-mail address: {email!r}")
+    return email
+
+
+def _uuid(value: str, option: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError as exc:
+        raise AdminError(f"{option}: not an id: {value!r}") from exc

@@ -1,0 +1,238 @@
+"""The `bin/` commands. Each prints one JSON object on stdout and exits 0, or a reason on stderr and exits 1."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, NoReturn
+
+import msgspec
+import uvicorn
+import uvloop
+
+from rpc.app import assemble, create_app, prepare_database
+from rpc.core.crypto import SealError
+from rpc.core.types import Connection
+from rpc.db.embedded import EmbeddedPostgres
+from rpc.ops import admin as ops
+from rpc.outbox.emit import build_emitter
+from rpc.outbox.endpoints import Webhooks
+from rpc.services import deliver_only
+from rpc.settings import Settings, SettingsError
+
+
+def _print(obj: dict[str, Any]) -> None:
+    sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
+    sys.stdout.flush()
+
+
+def _fail(reason: str) -> NoReturn:
+    sys.stderr.write(f"error: {reason}\n")
+    raise SystemExit(1)
+
+
+def _logging(level: int) -> None:
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pgserver").setLevel(logging.WARNING)  # it logs whole command lines at INFO
+    logging.getLogger("procrastinate").setLevel(logging.WARNING)  # several lines per job at INFO
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        _fail(str(exc))
+
+
+@contextlib.contextmanager
+def _database(settings: Settings) -> Iterator[str]:
+    """DATABASE_URL, or the embedded cluster under the data directory (started if it is not running)."""
+    if settings.database_url:
+        yield settings.database_url
+        return
+    embedded = EmbeddedPostgres(settings.data_path / "pgdata")
+    try:
+        yield embedded.start()
+    finally:
+        embedded.stop()
+
+
+async def _migrate(settings: Settings, database_url: str) -> int:
+    try:
+        return await prepare_database(settings, database_url)
+    except SealError as exc:
+        _fail(f"{exc}: the database's keys were sealed with another SERVICE_SECRET_KEY")
+
+
+def _where(settings: Settings) -> str:
+    return "DATABASE_URL" if settings.database_url else f"embedded PostgreSQL in {settings.data_path / 'pgdata'}"
+
+
+def migrate(argv: list[str] | None = None) -> None:
+    """bin/migrate: bring the database to the current schema."""
+    argparse.ArgumentParser(prog="bin/migrate", description=migrate.__doc__).parse_args(argv)
+    _logging(logging.INFO)
+    settings = _settings()
+    with _database(settings) as url:
+        version = asyncio.run(_migrate(settings, url))
+    _print({"schema_version": version, "database": _where(settings)})
+
+
+def serve(argv: list[str] | None = None) -> None:
+    """bin/serve: migrate, then serve the API."""
+    parser = argparse.ArgumentParser(prog="bin/serve", description=serve.__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--workers", type=int, default=1, help="server processes")
+    parser.add_argument("--no-worker", action="store_true", help="do not run webhook delivery in-process")
+    parser.add_argument("--access-log", action="store_true", help="log every request (off: /metrics counts them)")
+    args = parser.parse_args(argv)
+    _logging(logging.INFO)
+    settings = _settings()
+    if args.workers > 1 and settings.rate_limit_storage.startswith("memory"):
+        _fail(
+            "--workers > 1 needs RATE_LIMIT_STORAGE=redis://...: with memory counters each process "
+            "would keep its own budget and the limits would not be shared"
+        )
+    # uvicorn re-raises the SIGTERM it handled once it has shut down: leave through SystemExit then, so that
+    # the embedded database is stopped on the way out instead of the process dying around it.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    with _database(settings) as url:
+        asyncio.run(_migrate(settings, url))
+        _print({"listening": f"http://{args.host}:{args.port}", "database": _where(settings)})
+        common: dict[str, Any] = {
+            "host": args.host,
+            "port": args.port,
+            "proxy_headers": True,
+            "forwarded_allow_ips": settings.forwarded_allow_ips,
+            "server_header": False,
+            "access_log": args.access_log,
+        }
+        if args.workers > 1:
+            os.environ["DATABASE_URL"] = url  # the worker processes build their settings from the environment
+            factory = "rpc.app:app_from_env_without_delivery" if args.no_worker else "rpc.app:app_from_env"
+            uvicorn.run(factory, factory=True, workers=args.workers, **common)
+        else:
+            uvicorn.run(create_app(settings, url, deliver=not args.no_worker), **common)
+
+
+def worker(argv: list[str] | None = None) -> None:
+    """bin/worker: webhook delivery only; run as many as you like, on any host."""
+    parser = argparse.ArgumentParser(prog="bin/worker", description=worker.__doc__)
+    parser.add_argument("--concurrency", type=int, default=10, help="attempts in flight at once")
+    args = parser.parse_args(argv)
+    if args.concurrency < 1:
+        _fail("--concurrency must be at least 1")
+    _logging(logging.INFO)
+    settings = _settings()
+    with _database(settings) as url:
+        asyncio.run(_migrate(settings, url))
+        _print({"worker": "webhooks", "concurrency": args.concurrency, "database": _where(settings)})
+        # uvloop, as uvicorn gives the API: a worker's time goes to many short round trips, and its event loop
+        # costs a fraction of asyncio's on each of them.
+        uvloop.run(deliver_only(settings, url, assemble(settings)[1], args.concurrency))
+
+
+def admin(argv: list[str] | None = None) -> None:
+    """bin/admin: operator commands."""
+    parser = argparse.ArgumentParser(prog="bin/admin", description=admin.__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    user = commands.add_parser("create-user", help="create a user (and an account, unless --account-id)")
+    user.add_argument("--email", required=True)
+    user.add_argument("--password", required=True)
+    user.add_argument("--role", required=True)
+    account = user.add_mutually_exclusive_group()
+    account.add_argument("--account-name")
+    account.add_argument("--account-id")
+    token = commands.add_parser("mint-token", help="a session token of the built-in identity provider")
+    token.add_argument("--email", required=True)
+    token.add_argument("--expires-in", type=int, default=3600)
+    key = commands.add_parser("create-api-key", help="an API key for an employer or admin")
+    key.add_argument("--email", required=True)
+    key.add_argument("--name", required=True)
+    key.add_argument("--scopes", required=True, help="comma-separated")
+    key.add_argument("--mode", default="test", choices=["live", "test"])
+    revoke = commands.add_parser("revoke-api-key", help="revoke an API key at once")
+    revoke.add_argument("--id", required=True)
+    hook = commands.add_parser("create-webhook", help="a webhook endpoint of the user's account")
+    hook.add_argument("--email", required=True)
+    hook.add_argument("--url", required=True)
+    hook.add_argument("--events", required=True, help="comma-separated event kinds")
+    oauth = commands.add_parser("create-oauth-client", help="register a third-party application (OAuth 2.0 client)")
+    oauth.add_argument("--email", required=True, help="a user of the owning account")
+    oauth.add_argument("--name", required=True, help="shown on the consent page")
+    oauth.add_argument("--redirect-uri", required=True, action="append", help="exact; repeat for several")
+    oauth.add_argument("--public", action="store_true", help="no secret (browser and native apps; PKCE only)")
+    oauth.add_argument("--scopes", help="comma-separated scopes it may ask for (default: every scope)")
+    again = commands.add_parser("redeliver", help="deliver failed webhook deliveries again")
+    again.add_argument("--id", help="one failed delivery")
+    again.add_argument("--endpoint-id", help="with --since: every failed delivery of this endpoint")
+    again.add_argument("--since", help="ISO 8601 time, e.g. 2026-11-21T00:00:00Z")
+    plan = commands.add_parser("set-plan", help="put a user's account on a plan")
+    plan.add_argument("--email", required=True)
+    plan.add_argument("--plan", required=True)
+    args = parser.parse_args(argv)
+    _logging(logging.WARNING)
+    settings = _settings()
+    with _database(settings) as url:
+        asyncio.run(_migrate(settings, url))
+        _print(asyncio.run(_admin(args, settings, url)))
+
+
+def _list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict[str, Any]:
+    vocabulary = assemble(settings)[1].vocabulary
+    # Defers on the command's own connection: no pool of its own.
+    webhooks = Webhooks(settings, build_emitter(settings, vocabulary.event_kinds))
+    commands: dict[str, Callable[[Connection], Coroutine[Any, Any, dict[str, Any]]]] = {
+        "create-user": lambda conn: ops.create_user(
+            conn,
+            email=args.email,
+            password=args.password,
+            role=args.role,
+            account_name=args.account_name,
+            account_id=args.account_id,
+        ),
+        "mint-token": lambda conn: ops.mint_token(conn, settings, email=args.email, expires_in=args.expires_in),
+        "create-api-key": lambda conn: ops.create_api_key(
+            conn,
+            settings,
+            vocabulary,
+            email=args.email,
+            name=args.name,
+            scopes=_list(args.scopes),
+            mode=args.mode,
+        ),
+        "revoke-api-key": lambda conn: ops.revoke_api_key(conn, key_id=args.id),
+        "create-oauth-client": lambda conn: ops.create_oauth_client(
+            conn,
+            settings,
+            vocabulary,
+            email=args.email,
+            name=args.name,
+            redirect_uris=args.redirect_uri,
+            public=args.public,
+            scopes=_list(args.scopes) if args.scopes is not None else None,
+        ),
+        "set-plan": lambda conn: ops.set_plan(conn, vocabulary, email=args.email, plan=args.plan),
+        "create-webhook": lambda conn: ops.create_webhook(
+            conn, webhooks, email=args.email, url=args.url, events=_list(args.events)
+        ),
+        "redeliver": lambda conn: ops.redeliver(
+            conn, webhooks, delivery_id=args.id, endpoint_id=args.endpoint_id, since=args.since
+        ),
+    }
+    try:
+        async with await ops.connect(url) as conn:
+            return await commands[args.command](conn)
+    except ops.AdminError as exc:
+        _fail(str(exc))

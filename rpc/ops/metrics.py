@@ -1,0 +1,107 @@
+"""`/metrics` in the Prometheus text format, for allowed addresses only (`METRICS_ALLOW`, default loopback).
+
+Counters and histograms are kept per process (one registry per app, never a module global); the queue
+depth and the pool's use are read when scraped. With `bin/serve --workers N`, each process answers for
+itself: scrape them one by one, or run one server process per container.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from collections.abc import Iterable, Iterator
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from rpc.db.pool import Pool
+
+_QUEUE_DEPTH = "SELECT status::text AS status, count(*) AS n FROM procrastinate_jobs GROUP BY status"
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """What this process counts."""
+
+    def __init__(self, allow: Iterable[str], pool: Pool) -> None:
+        self.registry = CollectorRegistry()
+        self._pool = pool
+        self._scraped = _Scraped(pool)
+        self.registry.register(self._scraped)
+        self._allow = tuple(ipaddress.ip_network(net, strict=False) for net in allow)
+        self.requests = Counter(
+            "hire_requests", "API calls by procedure and HTTP status.", ["procedure", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "hire_request_seconds",
+            "API call latency by procedure.",
+            ["procedure"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.rate_limited = Counter(
+            "hire_rate_limited", "Calls refused with 429 by the per-account budget.", registry=self.registry
+        )
+        # The series of each (procedure, status) seen: procedures are registered names, statuses few.
+        self._series: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
+        self.deliveries = Counter(
+            "hire_webhook_attempts", "Webhook delivery attempts by outcome.", ["outcome"], registry=self.registry
+        )
+
+    def observe(self, procedure: str, status: int, started: float) -> None:
+        """One API call, from `time.perf_counter()` at its start."""
+        series = self._series.get((procedure, status))
+        if series is None:  # labels() takes a lock and builds its key on every call: once per pair is enough
+            series = self._series[procedure, status] = (
+                self.requests.labels(procedure, str(status)),
+                self.latency.labels(procedure),
+            )
+        calls, latency = series
+        calls.inc()
+        latency.observe(time.perf_counter() - started)
+        if status == 429:
+            self.rate_limited.inc()
+
+    def allowed(self, address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in network for network in self._allow if network.version == ip.version)
+
+    async def exposition(self) -> bytes:
+        """The text format, after reading the queue depth (one small query)."""
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(_QUEUE_DEPTH)
+            self._scraped.depth = {row["status"]: row["n"] for row in await cursor.fetchall()}
+        return generate_latest(self.registry)
+
+
+class _Scraped(Collector):
+    """Gauges read when scraped: connection pool use, and queue jobs by state."""
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+        self.depth: dict[str, int] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._pool.get_stats()
+        pool = GaugeMetricFamily("hire_db_pool_connections", "Database pool connections.", labels=["state"])
+        pool.add_metric(["size"], stats.get("pool_size", 0))
+        pool.add_metric(["available"], stats.get("pool_available", 0))
+        pool.add_metric(["waiting_requests"], stats.get("requests_waiting", 0))
+        yield pool
+        queue = GaugeMetricFamily("hire_queue_jobs", "Webhook queue jobs by state.", labels=["state"])
+        for state, count in self.depth.items():
+            queue.add_metric([state], count)
+        yield queue
+
+
+async def scrape(request: Request, metrics: Metrics) -> Response:
+    """`GET /metrics`: only for the addresses in METRICS_ALLOW."""
+    if not metrics.allowed(request.client.host if request.client else ""):
+        return PlainTextResponse("not allowed", status_code=403)
+    return Response(await metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,81 @@
+"""The house's rules (DESIGN.md §1), read from the source: imports point one way and never in a circle, and the
+installed package holds no benchmark code."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("rpc", "procedures")
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the installed packages, by dotted name."""
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+def imported(path: Path, known: dict[str, Path]) -> Iterator[str]:
+    """The project's modules that `path` imports, wherever the import stands (also under TYPE_CHECKING or inside
+    a function: a circle hidden there is still a circle)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+        else:
+            continue
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name:
+                yield name
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: {target for target in imported(path, known) if target != name} for name, path in known.items()}
+
+
+def test_rpc_imports_procedures_only_in_the_assembly() -> None:
+    offenders = sorted(
+        (name, target)
+        for name, targets in graph().items()
+        if name.startswith("rpc") and name != "rpc.app"
+        for target in targets
+        if target.startswith("procedures")
+    )
+    assert offenders == []
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    edges = graph()
+    # A package's __init__ importing nothing, its submodules importing their siblings: only real circles count.
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for target in sorted(edges.get(name, ())):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[name] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
+def test_the_package_holds_no_benchmark_code() -> None:
+    assert [name for name in modules() if "bench" in name] == []
+    assert (ROOT / "bench" / "harness.py").exists()
