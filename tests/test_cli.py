@@ -158,12 +158,16 @@ def bare_machine_serve(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], fl
     banner = json.loads(process.stdout.readline())
     assert banner["listening"] == url
     assert "embedded PostgreSQL" in banner["database"]
+    assert (banner["panel"], banner["api_reference"]) == (f"{url}/panel", f"{url}/docs")
+    assert banner["first_step"].startswith("bin/admin create-user"), "a new database says what to do first"
 
 
 def test_bare_machine_serves_jobs_list_with_an_admin_made_key(
     bare_machine_serve: tuple[str, dict[str, str], float],
 ) -> None:
     url, env, startup = bare_machine_serve
+    home = httpx.get(f"{url}/")
+    assert home.status_code == 200 and 'href="/docs"' in home.text and 'href="/panel"' in home.text
     print(f"bin/serve with the embedded database answered /healthz after {startup:.2f} s")
     ok("admin", "create-user", "--email", "e@example.test", "--password", "pw", "--role", "employer", env=env)
     key = ok("admin", "create-api-key", "--email", "e@example.test", "--name", "n", "--scopes", "read:jobs", env=env)

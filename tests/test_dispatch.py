@@ -282,3 +282,27 @@ def test_deeply_nested_json_is_invalid_json_not_a_crash(client: httpx.Client, em
         response = client.post(f"/v1/{name}", content=body, headers=headers)
         assert response.status_code == 400, response.text
         assert error_code(response) == "invalid_json"
+
+
+# --- errors that say how to fix them --------------------------------------------------------------------------
+
+
+def test_an_unknown_procedure_suggests_the_nearest_names(client: httpx.Client, employer: User) -> None:
+    response = client.get("/v1/jobs.lst", headers=employer.auth)
+    assert error_code(response) == "unknown_procedure"
+    assert "Did you mean jobs.list" in response.json()["error"]["message"]
+    far = client.get("/v1/zzz.qqq", headers=employer.auth).json()["error"]["message"]
+    assert "Did you mean" not in far and "/openapi.json" in far
+
+
+@pytest.mark.parametrize(("path", "hint"), [("/v1/jobs/list", "/v1/jobs.list"), ("/v1/", "/v1/jobs.list")])
+def test_a_slashed_path_says_procedure_names_use_dots(client: httpx.Client, path: str, hint: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 404 and error_code(response) == "unknown_procedure"
+    assert hint in response.json()["error"]["message"]
+
+
+def test_invalid_json_says_where(client: httpx.Client, employer: User) -> None:
+    headers = {**employer.auth, "Content-Type": "application/json"}
+    message = client.post("/v1/jobs.create", content=b'{"title": "x",}', headers=headers).json()["error"]["message"]
+    assert message.startswith("The body is not valid JSON") and "byte" in message

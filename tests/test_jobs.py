@@ -150,11 +150,23 @@ def test_unknown_employment_type_is_invalid_params(call: Call, employer: User) -
     assert [e["field"] for e in error["details"]["errors"]] == ["employment_type"]
 
 
+def test_an_enum_error_lists_the_allowed_values(call: Call, employer: User) -> None:
+    error = refused(
+        call("jobs.create", employer, title="T", company="C", location="L", employment_type="gig"),
+        422,
+        "invalid_params",
+    )
+    [wrong] = error["details"]["errors"]
+    assert wrong["field"] == "employment_type"
+    assert "choose one of: full_time, part_time, contract, internship, temporary" in wrong["message"]
+
+
 def test_unknown_field_is_invalid_params(call: Call, employer: User) -> None:
     error = refused(
         call("jobs.create", employer, title="T", company="C", location="L", salary=1), 422, "invalid_params"
     )
-    assert {"field": "salary", "message": "Unknown parameter."} in error["details"]["errors"]
+    [unknown] = [e for e in error["details"]["errors"] if e["field"] == "salary"]
+    assert unknown["message"].startswith("Unknown parameter; the parameters are: title, company, location")
 
 
 # --- jobs.get ---------------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ from tests.conftest import Databases
 from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, bearer, error_code, free_port, settings_for
 
 ROOT = Path(__file__).resolve().parent.parent
-REDIS = "redis://127.0.0.1:6379/0"
 HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 
 
@@ -108,20 +107,22 @@ def test_calls_refused_after_the_limit_step_are_counted_and_labelled(client: htt
 
 
 @pytest.fixture(scope="module")
-def redis_server(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, Admin]]:
+def redis_server(
+    databases: Databases, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[LiveServer, Admin]]:
     url = databases.copy()
-    settings = settings_for(url, RATE_LIMIT_STORAGE=REDIS, DATA_DIR=str(tmp_path_factory.mktemp("redis")))
+    settings = settings_for(url, RATE_LIMIT_STORAGE=redis_url, DATA_DIR=str(tmp_path_factory.mktemp("redis")))
     with LiveServer(settings) as live:
         yield live, Admin(url, settings)
 
 
-def test_the_day_window_is_reported_when_it_is_tighter(redis_server: tuple[LiveServer, Admin]) -> None:
+def test_the_day_window_is_reported_when_it_is_tighter(redis_server: tuple[LiveServer, Admin], redis_url: str) -> None:
     live, admin = redis_server
     user = admin.user("employer", plan="free")
     day = RateLimitItemPerDay(1000)
 
     async def spend_most_of_the_day() -> None:
-        storage = storage_from_string(f"async+{REDIS}")
+        storage = storage_from_string(f"async+{redis_url}")
         await storage.incr(day.key_for(user.account_id), day.get_expiry(), amount=990)
 
     asyncio.run(spend_most_of_the_day())
@@ -134,12 +135,12 @@ def test_the_day_window_is_reported_when_it_is_tighter(redis_server: tuple[LiveS
         refused = client.get("/v1/jobs.list", headers=user.auth)
         assert refused.status_code == 429
         assert int(refused.headers["Retry-After"]) > 23 * 3600
-    assert asyncio.run(_minute_left(user.account_id)) == 50, "the refused call gave its minute back"
+    assert asyncio.run(_minute_left(redis_url, user.account_id)) == 50, "the refused call gave its minute back"
 
 
-async def _minute_left(account_id: str) -> int:
+async def _minute_left(redis_url: str, account_id: str) -> int:
     minute = RateLimitItemPerMinute(60)
-    storage = storage_from_string(f"async+{REDIS}")
+    storage = storage_from_string(f"async+{redis_url}")
     return 60 - await storage.get(minute.key_for(account_id))
 
 
@@ -161,24 +162,24 @@ def test_redis_down_fails_open_for_accounts_and_closed_for_sign_in(databases: Da
         assert (token.status_code, token.json()["error"]) == (429, "rate_limited")
 
 
-def _serve(port: int, database_url: str, data_dir: Path) -> subprocess.Popen[str]:
+def _serve(port: int, database_url: str, data_dir: Path, redis_url: str) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
         "SERVICE_SECRET_KEY": TEST_SECRET_KEY,
-        "RATE_LIMIT_STORAGE": REDIS,
+        "RATE_LIMIT_STORAGE": redis_url,
         "DATA_DIR": str(data_dir),
     }
     command = [sys.executable, str(ROOT / "bin" / "serve"), "--port", str(port), "--no-worker"]
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def test_two_server_processes_share_one_budget(databases: Databases, tmp_path: Path) -> None:
+def test_two_server_processes_share_one_budget(databases: Databases, redis_url: str, tmp_path: Path) -> None:
     url = databases.copy()
     admin = Admin(url, settings_for(url))
     user = admin.user("employer", plan="free")
     ports = [free_port(), free_port()]
-    processes = [_serve(port, url, tmp_path) for port in ports]
+    processes = [_serve(port, url, tmp_path, redis_url) for port in ports]
     try:
         for port in ports:
             _wait_healthy(port)

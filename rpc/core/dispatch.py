@@ -102,7 +102,7 @@ class Dispatcher:
     def _find(self, name: str, method: str) -> Procedure:
         proc = self._registry.get(name)
         if proc is None:
-            raise UnknownProcedure(f"No procedure named '{name}' exists in v1.")
+            raise UnknownProcedure(self._registry.unknown(name))
         if method not in proc.methods:
             raise MethodNotAllowed(proc.methods)
         return proc
@@ -168,5 +168,11 @@ class Dispatcher:
 
 
 async def unknown_version(request: Request) -> Response:
-    """Any path under a version other than v1."""
-    return error_response(UnknownProcedure("This API version does not exist; use /v1."))
+    """Any path under a version other than v1, and a path under v1 that is no procedure name."""
+    version, rest = request.path_params["version"], request.path_params["rest"]
+    if version != 1:
+        return error_response(UnknownProcedure(f"There is no API version {version}; use /v1/<procedure>."))
+    dotted = rest.strip("/").replace("/", ".")
+    if not dotted:
+        return error_response(UnknownProcedure("Name a procedure: /v1/<procedure>, e.g. /v1/jobs.list."))
+    return error_response(UnknownProcedure(f"Procedure names use dots: /v1/{dotted[:100]}, not /v1/{rest[:100]}."))

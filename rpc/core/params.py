@@ -5,6 +5,8 @@ The checks run in the contract's order (415, 413, 400, 422), and a 422 names eve
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any, TypeVar
 
 import msgspec
@@ -106,7 +108,12 @@ def field_errors(
 ) -> list[dict[str, str]]:
     """Every field at fault, not only the first one msgspec stopped at."""
     fields = {f.encode_name: f for f in msgspec.structs.fields(params_type)}
-    errors = [{"field": name, "message": "Unknown parameter."} for name in data if name not in fields]
+    known = ", ".join(fields) or "none"
+    errors = [
+        {"field": name, "message": f"Unknown parameter; the parameters are: {known}."}
+        for name in data
+        if name not in fields
+    ]
     for name, field in fields.items():
         if name not in data:
             if field.required:
@@ -115,8 +122,28 @@ def field_errors(
         try:
             msgspec.convert(data[name], field.type, strict=strict)
         except msgspec.ValidationError as field_exc:
-            errors.append({"field": name, "message": str(field_exc)})
+            errors.append({"field": name, "message": _explained(field.type, field_exc)})
     if not errors:  # a rule across fields, raised from __post_init__
         cause = exc.__cause__
         errors.append({"field": cause.field if isinstance(cause, FieldError) else "", "message": str(exc)})
     return errors
+
+
+def _explained(field_type: Any, exc: msgspec.ValidationError) -> str:
+    """msgspec's message without the path (the field is named beside it), and, for a field that takes one of a
+    few values, which ones."""
+    message = str(exc).split(" - at `")[0]
+    choices = _choices(field_type)
+    return f"{message}; choose one of: {', '.join(choices)}." if choices else f"{message}."
+
+
+def _choices(field_type: Any) -> list[str]:
+    """The values of the Literal inside a field's type (through `Annotated` and unions), in declared order."""
+    origin = typing.get_origin(field_type)
+    if origin is typing.Literal:
+        return [str(value) for value in typing.get_args(field_type)]
+    if origin is typing.Annotated:
+        return _choices(typing.get_args(field_type)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return [choice for member in typing.get_args(field_type) for choice in _choices(member)]
+    return []

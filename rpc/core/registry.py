@@ -8,6 +8,7 @@ emits a known kind (and a procedure can emit no kind it did not declare: `Contex
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import re
 import typing
@@ -67,6 +68,12 @@ class Registry:
 
     def get(self, name: str) -> Procedure | None:
         return self._procedures.get(name)
+
+    def unknown(self, name: str) -> str:
+        """What to tell a caller who asked for a procedure that does not exist: the nearest names, if any."""
+        near = difflib.get_close_matches(name, self._procedures, n=2, cutoff=0.75)
+        suggestion = f" Did you mean {' or '.join(near)}?" if near else " /openapi.json lists every procedure."
+        return f"No procedure named '{name[:100]}' exists in v1.{suggestion}"
 
     @property
     def scopes(self) -> frozenset[str]:

@@ -17,11 +17,12 @@ from typing import Any
 
 import psycopg
 
+from rpc.settings import PROJECT
+
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = ROOT / "schema.sql"
-MIGRATIONS = ROOT / "migrations"
+SCHEMA = PROJECT / "schema.sql"
+MIGRATIONS = PROJECT / "migrations"
 BASELINE = MIGRATIONS / "baseline.sql"
 LOCK_KEY = 0x48495245  # "HIRE": one advisory lock for every schema change
 

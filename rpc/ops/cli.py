@@ -105,7 +105,7 @@ def serve(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     with _database(settings) as url:
         asyncio.run(_migrate(settings, url))
-        _print({"listening": f"http://{args.host}:{args.port}", "database": _where(settings)})
+        _print(_where_to_go(settings, url, f"http://{args.host}:{args.port}"))
         common: dict[str, Any] = {
             "host": args.host,
             "port": args.port,
@@ -120,6 +120,29 @@ def serve(argv: list[str] | None = None) -> None:
             uvicorn.run(factory, factory=True, workers=args.workers, **common)
         else:
             uvicorn.run(create_app(settings, url, deliver=not args.no_worker), **common)
+
+
+def _where_to_go(settings: Settings, url: str, listening: str) -> dict[str, Any]:
+    """What `bin/serve` prints: where it listens, its database, the pages to open, and, on a database with nobody
+    in it yet, the first command to run."""
+    where = {
+        "listening": listening,
+        "database": _where(settings),
+        "api_reference": f"{listening}/docs",
+        "panel": f"{listening}/panel",
+    }
+    if not asyncio.run(_anyone(url)):
+        where["first_step"] = (
+            "bin/admin create-user --email you@example.com --password 'choose a password' --role employer"
+        )
+    return where
+
+
+async def _anyone(url: str) -> bool:
+    async with await ops.connect(url) as conn:
+        cursor = await conn.execute("SELECT EXISTS (SELECT FROM users) AS anyone")
+        row = await cursor.fetchone()
+        return bool(row and row["anyone"])
 
 
 def worker(argv: list[str] | None = None) -> None:

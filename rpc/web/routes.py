@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from rpc.web import authorize, signin, token
+from rpc.web import authorize, docs, signin, token
 from rpc.web.pages import stylesheet
 
 
@@ -27,4 +27,5 @@ routes = [
     Route("/web/apps", signin.apps_page, methods=["GET"]),
     Route("/web/apps/revoke", signin.revoke_app, methods=["POST"]),
     Route("/web/static/style.css", stylesheet, methods=["GET"]),
+    *docs.routes,
 ]

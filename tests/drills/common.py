@@ -27,7 +27,6 @@ from psycopg import sql
 from tests.support import TEST_SECRET_KEY, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS = "redis://127.0.0.1:6379/0"
 START_DEADLINE = 60.0  # seconds for a process to answer /healthz or print its first line, on a busy machine
 STOP_DEADLINE = 30.0
 # Settings of the service that an outer environment (a developer's shell, CI) must not leak into a drill.

@@ -1,6 +1,6 @@
 """Horizontal scale (issue 7, item 5; DESIGN.md §4 "Many machines"): two `bin/serve --no-worker` processes and
 two `bin/worker` processes, started at once against one database and one Redis
-(RATE_LIMIT_STORAGE=redis://127.0.0.1:6379/0).
+(RATE_LIMIT_STORAGE: the tests' own Redis).
 
 - Shared rate limits: a free account's 60 calls a minute, alternating between the two servers, count down one
   budget (X-RateLimit-Remaining 59 … 0); the 61st and 62nd, on either server, are `429 rate_limited`.
@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import Databases
-from tests.drills.common import REDIS, Fleet, service_env
+from tests.drills.common import Fleet, service_env
 from tests.receiver import Receiver, Reply
 from tests.support import Admin, ok, settings_for
 
@@ -33,16 +33,19 @@ DRAFTS = 20
 COPIES = 5  # concurrent publishes of each draft
 FREE_PER_MINUTE = 60
 DELIVERED_WITHIN = 60.0  # seconds, generous for a busy machine
-SETTINGS = {"RATE_LIMIT_STORAGE": REDIS, "WEBHOOK_RETRY_WAITS": "0,0.5,1,2,5", "WEBHOOK_TIMEOUT": "5"}
+SETTINGS = {"WEBHOOK_RETRY_WAITS": "0,0.5,1,2,5", "WEBHOOK_TIMEOUT": "5"}
 
 
-def test_two_servers_and_two_workers_share_limits_and_change_state_once(databases: Databases, tmp_path: Path) -> None:
+def test_two_servers_and_two_workers_share_limits_and_change_state_once(
+    databases: Databases, redis_url: str, tmp_path: Path
+) -> None:
     url = databases.copy()
     admin = Admin(url, settings_for(url))
     free = admin.user("employer", plan="free")
     employer = admin.user("employer")
 
-    with Receiver() as receiver, Fleet(service_env(url, tmp_path, **SETTINGS), tmp_path) as fleet:
+    env = service_env(url, tmp_path, RATE_LIMIT_STORAGE=redis_url, **SETTINGS)
+    with Receiver() as receiver, Fleet(env, tmp_path) as fleet:
         hook = receiver.hook(default=Reply(200))
         hook.know(admin.webhook(employer, hook.url, ["job.published"])["secret"])
         began = time.monotonic()
