@@ -38,30 +38,44 @@ def test_counts_match_the_limits_memory_storage(calls: list[tuple[str, str, int]
     asyncio.run(both())
 
 
+class Clock:
+    """Epoch seconds that move only when the test says."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_a_window_expires_and_the_next_call_starts_a_new_one() -> None:
     async def scenario() -> None:
-        counters = MemoryCounters()
+        clock = Clock()
+        counters = MemoryCounters(clock)
         assert await counters.incr("k", 1) == 1
         assert await counters.incr("k", 1) == 2
         first_end = await counters.get_expiry("k")
-        assert time.time() < first_end <= time.time() + 1
-        await asyncio.sleep(1.05)
+        assert first_end == clock.now + 1
+        clock.now += 1.0
         assert await counters.get("k") == 0
         assert await counters.incr("k", 1) == 1
-        assert await counters.get_expiry("k") > first_end
+        assert await counters.get_expiry("k") == first_end + 1
 
     asyncio.run(scenario())
 
 
-def test_expired_windows_are_swept_away() -> None:
+def test_expired_windows_are_swept_away_once_a_minute() -> None:
     async def scenario() -> None:
-        counters = MemoryCounters()
+        clock = Clock()
+        counters = MemoryCounters(clock)
         for key in ("a", "b", "c"):
             await counters.incr(key, 1)
-        await asyncio.sleep(1.05)
-        counters._next_sweep = 0.0  # the minute's sweep is due
+        clock.now += 30
         await counters.incr("d", 60)
-        assert counters._windows.keys() == {"d"}
+        assert counters._windows.keys() == {"a", "b", "c", "d"}, "no sweep before the minute is up"
+        clock.now += 30
+        await counters.incr("e", 60)
+        assert counters._windows.keys() == {"d", "e"}
 
     asyncio.run(scenario())
 

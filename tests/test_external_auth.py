@@ -4,6 +4,7 @@ the refetch on an unknown `kid`, and the shared-secret (Supabase-style) mode."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -22,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from rpc.auth import external
+from rpc.core.errors import InvalidToken
 from rpc.settings import Settings, SettingsError
 from tests.support import (
     Admin,
@@ -371,38 +373,67 @@ def test_unknown_kids_do_not_refetch_within_the_interval(
     assert keys.fetches == 1
 
 
-def test_unknown_kid_refetches_once_and_finds_a_rotated_key(
-    fresh: tuple[JwksServer, httpx.Client], rsa_key: SigningKey, monkeypatch: pytest.MonkeyPatch
-) -> None:
+class Clock:
+    """Monotonic seconds that move only when the test says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def verified(provider: external.ExternalProvider, token: str) -> dict[str, Any]:
+    return await provider.verify(token, jwt.get_unverified_header(token))
+
+
+async def refused_by(provider: external.ExternalProvider, token: str) -> None:
+    with pytest.raises(InvalidToken):
+        await verified(provider, token)
+
+
+def keyed_settings(keys: JwksServer) -> Settings:
+    env = {"SERVICE_SECRET_KEY": "k" * 40, "AUTH_JWKS_URL": keys.url, "AUTH_ISSUER": ISSUER, "AUTH_AUDIENCE": AUDIENCE}
+    return Settings.from_env(env)
+
+
+def test_unknown_kid_refetches_once_and_finds_a_rotated_key(rsa_key: SigningKey) -> None:
     """The provider publishes a new key after our first fetch; once the interval has passed, its first token
-    makes one refetch, and a second unknown kid right after makes none. (The 30 s interval shrunk to 0.5 s.)"""
-    monkeypatch.setattr(external, "REFETCH_INTERVAL_SECONDS", 0.5)
-    keys, api = fresh
-    profile_of(api, rsa_key.sign(claims(aud=None)))
-    assert keys.fetches == 1
+    makes one refetch, and a second unknown kid right after makes none."""
 
-    rotated = SigningKey.ec("ec-2")
-    keys.publish(rotated)
-    time.sleep(0.6)
-    profile_of(api, rotated.sign(claims(aud=None)))
-    assert keys.fetches == 2
+    async def scenario(keys: JwksServer, clock: Clock) -> None:
+        async with httpx.AsyncClient() as http:
+            provider = external.ExternalProvider(keyed_settings(keys), http, clock)
+            await verified(provider, rsa_key.sign(claims()))
+            assert keys.fetches == 1
+            rotated = SigningKey.ec("ec-2")
+            keys.publish(rotated)
+            await refused_by(provider, rotated.sign(claims()))
+            assert keys.fetches == 1, "within the interval: no refetch"
+            clock.now += external.REFETCH_INTERVAL_SECONDS
+            await verified(provider, rotated.sign(claims()))
+            assert keys.fetches == 2
+            await refused_by(provider, SigningKey.ec("ghost-1").sign(claims()))
+            await refused_by(provider, SigningKey.ec("ghost-2").sign(claims()))
+            assert keys.fetches == 2
 
-    assert_refused(me(api, SigningKey.ec("ghost-1").sign(claims(aud=None))))
-    assert_refused(me(api, SigningKey.ec("ghost-2").sign(claims(aud=None))))
-    assert keys.fetches == 2
+    with JwksServer(rsa_key) as keys:
+        asyncio.run(scenario(keys, Clock()))
 
 
-def test_a_failing_refetch_keeps_the_known_keys(
-    fresh: tuple[JwksServer, httpx.Client], rsa_key: SigningKey, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(external, "REFETCH_INTERVAL_SECONDS", 0.5)
-    keys, api = fresh
-    profile_of(api, rsa_key.sign(claims(aud=None)))
-    keys.failing = True
-    time.sleep(0.6)
-    assert_refused(me(api, SigningKey.ec("ghost").sign(claims(aud=None))))
-    assert keys.fetches == 2
-    profile_of(api, rsa_key.sign(claims(aud=None)))
+def test_a_failing_refetch_keeps_the_known_keys(rsa_key: SigningKey) -> None:
+    async def scenario(keys: JwksServer, clock: Clock) -> None:
+        async with httpx.AsyncClient() as http:
+            provider = external.ExternalProvider(keyed_settings(keys), http, clock)
+            await verified(provider, rsa_key.sign(claims()))
+            keys.failing = True
+            clock.now += external.REFETCH_INTERVAL_SECONDS
+            await refused_by(provider, SigningKey.ec("ghost").sign(claims()))
+            assert keys.fetches == 2
+            await verified(provider, rsa_key.sign(claims()))
+
+    with JwksServer(rsa_key) as keys:
+        asyncio.run(scenario(keys, Clock()))
 
 
 # --- shared-secret mode ----------------------------------------------------------------------------

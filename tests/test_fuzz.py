@@ -13,6 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rpc.app import load_registry
+from rpc.core.envelope import Result
+from rpc.core.registry import Procedure
 from tests.support import Admin, User
 
 CONTRACT_CODES = {
@@ -69,12 +71,15 @@ def parameters(draw: st.DrawFn, params_type: type[msgspec.Struct]) -> dict[str, 
     return chosen
 
 
-def check(response: httpx.Response) -> None:
+def check(response: httpx.Response, proc: Procedure | None = None) -> None:
+    """Never a 5xx; an error is the contract's body; a success decodes, strictly, as the procedure's result."""
     assert response.status_code < 500, (response.status_code, response.text)
     assert response.status_code != 429, "over the request budget: the procedure's own checks were not reached"
     body = response.json()
     if response.status_code == 200:
         assert set(body) == {"result"}
+        if proc is not None:
+            msgspec.json.decode(response.content, type=Result[proc.result_type], strict=True)
     else:
         assert set(body) == {"error"}, body
         assert set(body["error"]) == {"code", "message", "details"}
@@ -101,7 +106,7 @@ def test_generated_json_bodies(client: httpx.Client, callers: list[User], name: 
     assert proc is not None
     caller = data.draw(st.sampled_from(callers))
     params = data.draw(parameters(proc.params_type))
-    check(client.post(f"/v1/{name}", json=params, headers=caller.auth))
+    check(client.post(f"/v1/{name}", json=params, headers=caller.auth), proc)
 
 
 @pytest.mark.parametrize("name", PROCEDURES)
@@ -114,7 +119,7 @@ def test_generated_query_strings(client: httpx.Client, callers: list[User], name
     query = {
         key: value if isinstance(value, str) else msgspec.json.encode(value).decode() for key, value in params.items()
     }
-    check(client.get(f"/v1/{name}", params=query, headers=callers[0].auth))
+    check(client.get(f"/v1/{name}", params=query, headers=callers[0].auth), proc)
 
 
 @pytest.mark.parametrize("name", PROCEDURES)
@@ -149,9 +154,9 @@ def test_tricky_strings_in_every_text_field(client: httpx.Client, callers: list[
     assert proc is not None
     for field in text_fields(proc.params_type):
         for value in TRICKY_TEXT:
-            check(client.post(f"/v1/{name}", json={field: value}, headers=callers[0].auth))
+            check(client.post(f"/v1/{name}", json={field: value}, headers=callers[0].auth), proc)
             if not proc.write:
-                check(client.get(f"/v1/{name}", params={field: value[:2000]}, headers=callers[0].auth))
+                check(client.get(f"/v1/{name}", params={field: value[:2000]}, headers=callers[0].auth), proc)
 
 
 DEEP = [b"[" * 10_000, b'{"a":' * 5_000, b'{"x": ' + b"[" * 3_000 + b"]" * 3_000 + b"}"]

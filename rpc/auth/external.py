@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -30,7 +31,9 @@ MAX_SUBJECT_LENGTH = 255  # OpenID Connect Core §2: `sub` must not exceed 255 A
 class ExternalProvider:
     """Checks tokens of the one configured external provider and returns their verified claims."""
 
-    def __init__(self, settings: Settings, http: httpx.AsyncClient) -> None:
+    def __init__(
+        self, settings: Settings, http: httpx.AsyncClient, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         if settings.auth_audience is None:  # refused in production (Settings.validate)
             log.warning(
                 "AUTH_AUDIENCE is not set: tokens the identity provider minted for any of its APIs are accepted; "
@@ -38,6 +41,7 @@ class ExternalProvider:
             )
         self._settings = settings
         self._http = http
+        self._clock = clock  # tests pass their own
         self._keys: dict[str, jwt.PyJWK] = {}
         self._fetched_at = float("-inf")
         self._lock = asyncio.Lock()
@@ -83,9 +87,9 @@ class ExternalProvider:
 
     async def _refetch(self) -> None:
         async with self._lock:
-            if time.monotonic() - self._fetched_at < REFETCH_INTERVAL_SECONDS:
+            if self._clock() - self._fetched_at < REFETCH_INTERVAL_SECONDS:
                 return
-            self._fetched_at = time.monotonic()
+            self._fetched_at = self._clock()
             url = self._settings.auth_jwks_url
             assert url is not None
             try:

@@ -9,6 +9,7 @@ constant time per call and drop expired windows in one sweep a minute. Redis sta
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from limits.aio.storage import Storage
 
@@ -20,10 +21,11 @@ class MemoryCounters(Storage):
 
     STORAGE_SCHEME = None  # never chosen by URI: rpc.limits.throttle.open_storage picks it for `memory://`
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
+        self._clock = clock  # epoch seconds; tests pass their own
         self._windows: dict[str, tuple[int, float]] = {}  # key → (count, end of its window in epoch seconds)
-        self._next_sweep = time.time() + SWEEP_SECONDS
+        self._next_sweep = clock() + SWEEP_SECONDS
 
     @property
     def base_exceptions(self) -> type[Exception]:
@@ -31,7 +33,7 @@ class MemoryCounters(Storage):
 
     async def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Add `amount` to the key's window; a key without a live window starts one of `expiry` seconds."""
-        now = time.time()
+        now = self._clock()
         if now >= self._next_sweep:
             self._sweep(now)
         count, expires_at = self._windows.get(key, (0, 0.0))
@@ -43,11 +45,11 @@ class MemoryCounters(Storage):
 
     async def get(self, key: str) -> int:
         count, expires_at = self._windows.get(key, (0, 0.0))
-        return count if expires_at > time.time() else 0
+        return count if expires_at > self._clock() else 0
 
     async def get_expiry(self, key: str) -> float:
         """When the key's window ends; now, for a key without a live window (as `limits`' storages answer)."""
-        now = time.time()
+        now = self._clock()
         _, expires_at = self._windows.get(key, (0, now))
         return expires_at if expires_at > now else now
 
