@@ -19,8 +19,11 @@ from rpc.core.crypto import Sealer
 from rpc.core.types import ROLES, Connection
 from rpc.core.vocabulary import Vocabulary
 from rpc.db.pool import one_row
+from rpc.ops import oauth_demo as demo
 from rpc.outbox.endpoints import InvalidEndpoint, Webhooks
 from rpc.settings import Settings
+
+DEMO_WAIT_SECONDS = 300.0
 
 
 class AdminError(Exception):
@@ -152,6 +155,29 @@ async def revoke_api_key(conn: Connection, *, key_id: str) -> dict[str, Any]:
     if row is None:
         raise AdminError(f"no API key {key_id}")
     return {"id": row["id"], "revoked_at": row["revoked_at"]}
+
+
+async def oauth_demo(
+    conn: Connection, settings: Settings, vocabulary: Vocabulary, *, email: str, scopes: Sequence[str], port: int
+) -> dict[str, Any]:
+    """The flow of a third-party application, for `email`'s account (`rpc.ops.oauth_demo`)."""
+    unknown = sorted(set(scopes) - set(vocabulary.scopes))
+    if unknown or not scopes:
+        raise AdminError(f"--scopes takes a comma-separated subset of {', '.join(vocabulary.scopes)}")
+    user = await _user(conn, email)
+    try:
+        return await demo.oauth_demo(
+            conn,
+            settings,
+            account_id=str(user["account_id"]),
+            user_id=str(user["id"]),
+            every_scope=list(vocabulary.scopes),
+            scopes=scopes,
+            port=port,
+            wait=DEMO_WAIT_SECONDS,
+        )
+    except demo.DemoError as exc:
+        raise AdminError(str(exc)) from exc
 
 
 async def set_plan(conn: Connection, vocabulary: Vocabulary, *, email: str, plan: str) -> dict[str, Any]:

@@ -197,6 +197,10 @@ def admin(argv: list[str] | None = None) -> None:
     again.add_argument("--id", help="one failed delivery")
     again.add_argument("--endpoint-id", help="with --since: every failed delivery of this endpoint")
     again.add_argument("--since", help="ISO 8601 time, e.g. 2026-11-21T00:00:00Z")
+    demo = commands.add_parser("oauth-demo", help="walk through OAuth 2.0 as a third-party app would (docs/oauth.md)")
+    demo.add_argument("--email", required=True, help="a user of the account that owns the demo app")
+    demo.add_argument("--scopes", default="read:profile,read:jobs", help="comma-separated scopes to ask for")
+    demo.add_argument("--port", type=int, default=8765, help="the loopback port the browser comes back to")
     plan = commands.add_parser("set-plan", help="put a user's account on a plan")
     plan.add_argument("--email", required=True)
     plan.add_argument("--plan", required=True)
@@ -247,6 +251,9 @@ async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict
             scopes=_list(args.scopes) if args.scopes is not None else None,
         ),
         "set-plan": lambda conn: ops.set_plan(conn, vocabulary, email=args.email, plan=args.plan),
+        "oauth-demo": lambda conn: ops.oauth_demo(
+            conn, settings, vocabulary, email=args.email, scopes=_list(args.scopes), port=args.port
+        ),
         "create-webhook": lambda conn: ops.create_webhook(
             conn, webhooks, email=args.email, url=args.url, events=_list(args.events)
         ),

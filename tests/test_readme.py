@@ -1,0 +1,124 @@
+"""The README's quickstart and the OAuth walkthrough of docs/oauth.md, run as pasted against a live `bin/serve`:
+every `sh` block of those sections, in order, in one bash session. Only the address changes (the test's port
+instead of 8000); the person in the browser of the walkthrough is played by a small browser (tests/browser.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.browser import Browser, location
+from tests.conftest import Databases
+from tests.support import TEST_SECRET_KEY, User, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+SHELL_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
+README_ADDRESS = "http://127.0.0.1:8000"
+
+
+def shell_blocks(path: Path, heading: str) -> list[str]:
+    """The `sh` blocks of the section under `heading` (up to the next heading of its level or above)."""
+    text = "\n" + path.read_text()
+    level = heading.split(" ")[0]
+    start = text.index(f"\n{heading}\n")
+    following = re.search(rf"^#{{1,{len(level)}}} ", text[start + len(heading) + 2 :], re.MULTILINE)
+    section = text[start : start + len(heading) + 2 + following.start()] if following else text[start:]
+    return SHELL_BLOCK.findall(section)
+
+
+@pytest.fixture(scope="module")
+def served(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """`bin/serve` on a free port, and the environment the pasted commands run in (the same database)."""
+    port = free_port()
+    env = {
+        **{name: value for name, value in os.environ.items() if name not in ("DATABASE_URL", "TEST_DATABASE_URL")},
+        "DATABASE_URL": databases.copy(),
+        "DATA_DIR": str(tmp_path_factory.mktemp("readme")),
+        "SERVICE_SECRET_KEY": TEST_SECRET_KEY,
+        "PUBLIC_URL": f"http://127.0.0.1:{port}",
+        # `python3` and `bin/*` of the pasted commands run in this virtualenv, as they would in the project's.
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+    }
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "bin" / "serve"), "--port", str(port)],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, server.stderr.read() if server.stderr else ""
+            assert time.monotonic() < deadline, "bin/serve did not come up"
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        yield url, env
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def pasted(blocks: list[str], url: str) -> str:
+    return "set -euo pipefail\n" + "\n".join(blocks).replace(README_ADDRESS, url)
+
+
+def run(script: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", script], env=env, cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_the_readme_quickstart_runs_as_pasted(served: tuple[str, dict[str, str]]) -> None:
+    url, env = served
+    blocks = shell_blocks(ROOT / "README.md", "## Quickstart")
+    assert len(blocks) >= 4, "the quickstart's blocks were found"
+    done = run(pasted(blocks, url), env, ROOT)
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    lines = done.stdout.splitlines()
+    assert "published" in lines, "jobs.publish answered the job, published"
+    assert any('"title":"Backend engineer"' in line for line in lines), "jobs.list found it"
+    assert "boss@example.com" in lines, "profile.me with the session token"
+
+
+def test_the_oauth_walkthrough_runs_as_pasted(served: tuple[str, dict[str, str]]) -> None:
+    """The walkthrough's command waits for a browser: here the test signs in and presses Allow, as a person
+    would in the browser the command asked them to open, while the rest of the blocks run on."""
+    url, env = served
+    field = shell_blocks(ROOT / "README.md", "## Quickstart")[0]
+    setup, demo, after = shell_blocks(ROOT / "docs" / "oauth.md", "## Walkthrough")
+    prepared = run(pasted([field, setup], url), env, ROOT)
+    assert prepared.returncode == 0, prepared.stderr
+    waiting = subprocess.Popen(
+        ["bash", "-c", pasted([field, demo, after], url)],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert waiting.stderr is not None
+    address = ""
+    for line in waiting.stderr:
+        if "/oauth/authorize?" in line:
+            address = line.strip()
+            break
+    assert address.startswith(f"{url}/oauth/authorize?"), "the command printed the address to open"
+    person = User("", "", "ada@example.com", "a candidate password", "candidate", "")
+    browser = Browser(url)
+    signed_in = browser.sign_in(person, address.removeprefix(url))
+    consent = browser.get(location(signed_in))
+    back = browser.submit(consent, "/oauth/authorize", button=("decision", "approve"))
+    assert location(back).startswith("http://127.0.0.1:8765/callback?")
+    httpx.get(location(back), timeout=30)  # the browser comes back to the command's loopback address
+    browser.close()
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, f"stdout:\n{out}\nstderr:\n{err}"
+    assert "ada@example.com" in out.splitlines(), "the app read the person's profile"
+    assert '"access_token"' in out, "the refresh gave a new pair"
