@@ -48,7 +48,7 @@ def assemble(settings: Settings) -> tuple[Registry, Business]:
     """What the operations hand over, and the registry checked against their vocabulary: a procedure whose
     scope or declared event kind the vocabulary does not know stops the start."""
     business = assembly.business(settings)
-    registry.check(business.vocabulary)
+    registry.check(business.vocabulary, business.probes)
     return registry, business
 
 

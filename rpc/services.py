@@ -87,6 +87,7 @@ class Services:
                     emitter,
                     http,
                     metrics,
+                    business.probes,
                 ),
                 emitter=emitter,
                 webhooks=Webhooks(settings, emitter),

@@ -4,13 +4,19 @@ the principal act at once (CONTRACT.md §12), whatever the call would have answe
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Any
 
 import httpx
 
+from rpc.auth.authenticate import Authenticator
+from rpc.auth.keyring import KeyRing
 from rpc.auth.principal import Principal
 from rpc.auth.remembered import Credential, RememberedCredentials
-from tests.support import Admin, User, assert_refused, bearer, error_code
+from rpc.core.crypto import Sealer
+from rpc.ops import admin as ops
+from tests.support import TEST_SECRET_KEY, Admin, User, assert_refused, bearer, error_code
 
 READS = {"jobs.list": {}, "jobs.get": {"id": "none"}, "profile.me": {}}
 
@@ -117,3 +123,22 @@ def test_a_lookup_row_resolves_to_what_the_principal_is_made_of_now() -> None:
     now = credential.resolve(row)
     assert (now.role, now.plan) == ("candidate", "pro")
     assert now.scopes == frozenset({"read:jobs"}), "an OAuth token holds what both it and its grant hold"
+
+
+def test_a_remembered_lookup_carries_the_procedures_probes(admin: Admin, settings: Any) -> None:
+    """A cached read stays one statement: its probes (scalar queries, a version say) ride in the lookup."""
+    user = admin.user("employer")
+    key = bearer(admin.api_key(user, scopes="read:jobs")["key"])["Authorization"]
+    probes = {"answer": "SELECT 41 + 1", "published": "SELECT count(*) FROM jobs WHERE false"}
+
+    async def twice() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with await ops.connect(admin.database_url) as conn:
+            keyring = await KeyRing.load(conn, Sealer(TEST_SECRET_KEY))
+            authenticator = Authenticator(settings, keyring, None)
+            first = await authenticator.authenticate(conn, key, probes)
+            second = await authenticator.authenticate(conn, key, probes)
+            return first[1], second[1]
+
+    fresh, remembered = asyncio.run(twice())
+    assert fresh == {}, "a credential seen for the first time is looked up whole: the procedure probes itself"
+    assert remembered == {"answer": 42, "published": 0}

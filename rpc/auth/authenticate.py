@@ -6,13 +6,16 @@ a JWT's user by id (or by issuer and subject for an external provider) while the
 retired, an OAuth access token's user together with its grant, in the same query (one primary-key lookup of
 the grant). A credential seen before is remembered with its lookup (`rpc.auth.remembered`), which each later
 use runs again: one indexed statement, and no parsing or signature check. `confirm` runs it once more inside a
-write's transaction, after the body has arrived (CONTRACT.md §23).
+write's transaction, after the body has arrived (CONTRACT.md §23). The remembered lookup can also carry a
+procedure's probes (scalar queries such as a version of the data a cache depends on), so that a cached read
+is still one statement.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import jwt
@@ -28,6 +31,7 @@ from rpc.core.types import ROLES, Connection
 from rpc.settings import Settings
 
 AUDIENCE = "hire-api"
+_NO_PROBES: Mapping[str, str] = {}
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 
 _API_KEY = """
@@ -94,9 +98,14 @@ class Authenticator:
         self._keyring = keyring
         self._remembered = RememberedCredentials()
         self._external = external
+        self._probing: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
 
-    async def authenticate(self, conn: Connection, authorization: str | None) -> Credential:
-        """The credential behind the header, looked up in the database now."""
+    async def authenticate(
+        self, conn: Connection, authorization: str | None, probes: Mapping[str, str] = _NO_PROBES
+    ) -> tuple[Credential, dict[str, Any]]:
+        """The credential behind the header, looked up in the database now; and the values of `probes` (name →
+        a scalar query), read in the same statement when the credential is remembered (else none: the
+        procedure reads them itself)."""
         if not authorization:
             raise MissingCredentials()
         token = _bearer_token(authorization)
@@ -105,24 +114,41 @@ class Authenticator:
         digest = token_hash(token)
         memory = self._remembered.get(digest)
         if memory is not None:
-            principal = await self.confirm(conn, memory)
-            return memory if principal == memory.principal else self._remember(memory, principal)
+            principal, probed = await self._look_up(conn, memory, probes)
+            return (memory if principal == memory.principal else self._remember(memory, principal)), probed
         if apikeys.looks_like_key(token):
             credential = await self._api_key(conn, token, digest)
         else:
             credential = await self._jwt(conn, token, digest)
         self._remembered.put(digest, credential)
-        return credential
+        return credential, {}
 
     async def confirm(self, conn: Connection, credential: Credential) -> Principal:
         """The credential's principal as the database has it now (its role, plan or scopes may have changed);
         401 when its lookup no longer finds it (revoked, user removed, key retired)."""
-        cursor = await conn.execute(credential.lookup, credential.values)
+        principal, _ = await self._look_up(conn, credential, _NO_PROBES)
+        return principal
+
+    async def _look_up(
+        self, conn: Connection, credential: Credential, probes: Mapping[str, str]
+    ) -> tuple[Principal, dict[str, Any]]:
+        cursor = await conn.execute(self._with_probes(credential.lookup, probes), credential.values)
         row = await cursor.fetchone()
         if row is None:
             self._remembered.forget(credential.digest)
             raise _gone(credential.principal.credential)
-        return credential.resolve(row)
+        return credential.resolve(row), {name: row[f"probe_{name}"] for name in probes}
+
+    def _with_probes(self, lookup: str, probes: Mapping[str, str]) -> str:
+        """The lookup, with each probe a column of its one row (composed once per lookup and set of probes)."""
+        if not probes:
+            return lookup
+        key = (lookup, tuple(probes.items()))
+        query = self._probing.get(key)
+        if query is None:
+            columns = "".join(f", ({sql}) AS probe_{name}" for name, sql in probes.items())
+            query = self._probing[key] = f"SELECT credential.*{columns} FROM ({lookup}) AS credential"
+        return query
 
     def _remember(self, memory: Credential, principal: Principal) -> Credential:
         changed = Credential(

@@ -17,9 +17,11 @@ from rpc.payments.provider import Provider
 @dataclass(frozen=True, slots=True)
 class Business:
     """The vocabulary, the payment providers by the path segment of their notification address, the periodic
-    work by name, and the panel's pages of the business (routes under `/panel`)."""
+    work by name, the panel's pages of the business (routes under `/panel`), and the probes."""
 
     vocabulary: Vocabulary
     providers: Mapping[str, Provider] = field(default_factory=dict)
     periodic: Mapping[str, Periodic] = field(default_factory=dict)
     panel_routes: Sequence[BaseRoute] = ()
+    # Scalar queries procedures may consult cheaply (`@procedure(probes=...)`, `ctx.probe`), by name.
+    probes: Mapping[str, str] = field(default_factory=dict)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import msgspec
@@ -35,12 +36,24 @@ class Context:
     connection: Connection | None
     transactions: TransactionOpener
     emits: frozenset[str] = frozenset()  # the event kinds the procedure declared
+    probes: Mapping[str, str] = field(default_factory=dict)  # the probes it declared, name → scalar query
+    probed: Mapping[str, Any] = field(default_factory=dict)  # their values, when the credential's statement read them
 
     @property
     def conn(self) -> Connection:
         if self.connection is None:
             raise RuntimeError("a procedure that calls out opens its own transactions: use ctx.transaction()")
         return self.connection
+
+    async def probe(self, name: str) -> Any:
+        """A declared probe's value: read with the caller's credential in one statement when it could be, else
+        now. A hint of freshness taken as the call began: what is cached must be keyed by the value read
+        together with the data it caches, not by this one."""
+        if name in self.probed:
+            return self.probed[name]
+        cursor = await self.conn.execute(f"SELECT ({self.probes[name]}) AS value")
+        row = await cursor.fetchone()
+        return row["value"] if row else None
 
     def transaction(self) -> AbstractAsyncContextManager[Connection]:
         """A connection of its own in a transaction of its own, the caller's credential confirmed inside it."""

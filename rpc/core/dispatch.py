@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import httpx
 from starlette.requests import Request
@@ -54,8 +55,10 @@ class Dispatcher:
         emitter: Emitter,
         http: httpx.AsyncClient,
         metrics: Metrics,
+        probes: Mapping[str, str],
     ) -> None:
         self._registry = registry
+        self._probes = {proc.name: {name: probes[name] for name in proc.probes} for proc in registry}
         self._metrics = metrics
         self._limiter = limiter
         self._http = http
@@ -86,18 +89,19 @@ class Dispatcher:
     async def _dispatch(self, request: Request, name: str, counted: list[Quota]) -> Response:
         proc = self._find(name, request.method)
         authorization = request.headers.get("authorization")
+        probes = self._probes[proc.name]
         if request.method == "GET":  # no body to wait for: one connection serves the whole call
             async with self._pool.connection() as conn:
-                credential = await self._authenticator.authenticate(conn, authorization)
+                credential, probed = await self._authenticator.authenticate(conn, authorization, probes)
                 params = await self._admit(proc, request, credential.principal, counted)
-                return await self._respond(proc, request, credential, params, conn)
+                return await self._respond(proc, request, credential, params, conn, probed)
         async with self._pool.connection() as conn:  # given back while the body arrives
-            credential = await self._authenticator.authenticate(conn, authorization)
+            credential, probed = await self._authenticator.authenticate(conn, authorization, probes)
         params = await self._admit(proc, request, credential.principal, counted)
         if proc.calls_out:
-            return await self._respond(proc, request, credential, params, None)
+            return await self._respond(proc, request, credential, params, None, probed)
         async with self._pool.connection() as conn:
-            return await self._respond(proc, request, credential, params, conn)
+            return await self._respond(proc, request, credential, params, conn, probed)
 
     def _find(self, name: str, method: str) -> Procedure:
         proc = self._registry.get(name)
@@ -127,7 +131,13 @@ class Dispatcher:
             raise Forbidden(f"Your role ({principal.role}) may not call {proc.name}.")
 
     async def _respond(
-        self, proc: Procedure, request: Request, credential: Credential, params: Params, conn: Connection | None
+        self,
+        proc: Procedure,
+        request: Request,
+        credential: Credential,
+        params: Params,
+        conn: Connection | None,
+        probed: Mapping[str, Any],
     ) -> Response:
         def context(principal: Principal, connection: Connection | None) -> Context:
             return Context(
@@ -140,6 +150,8 @@ class Dispatcher:
                 connection=connection,
                 transactions=lambda: self._transaction(proc, credential),
                 emits=frozenset(proc.emits),
+                probes=self._probes[proc.name],
+                probed=probed,
             )
 
         if conn is not None and proc.write:

@@ -12,7 +12,7 @@ import difflib
 import inspect
 import re
 import typing
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -26,6 +26,7 @@ Handler = Callable[[Any, Any], Awaitable[Any]]
 F = TypeVar("F", bound=Handler)
 
 _NAME = re.compile(r"^[a-z][a-z_]*(\.[a-z][a-z_]*)+$")
+_PROBE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 class RegistrationError(TypeError):
@@ -42,6 +43,7 @@ class Procedure:
     write: bool
     calls_out: bool
     emits: tuple[str, ...]
+    probes: tuple[str, ...]
     roles: frozenset[Role] | None
     params_type: type[Params]
     result_type: Any
@@ -79,9 +81,13 @@ class Registry:
     def scopes(self) -> frozenset[str]:
         return frozenset(p.scope for p in self._procedures.values())
 
-    def check(self, vocabulary: Vocabulary) -> None:
-        """Every procedure's scope and declared event kinds are in the vocabulary, or the start fails."""
+    def check(self, vocabulary: Vocabulary, probes: Collection[str] = ()) -> None:
+        """Every procedure's scope and declared event kinds are in the vocabulary, and its probes among those the
+        business defines, or the start fails."""
         for proc in self:
+            missing = sorted(set(proc.probes) - set(probes))
+            if missing:
+                raise RegistrationError(f"{proc.name}: probes {missing} are not defined")
             if proc.scope not in vocabulary.scopes:
                 raise RegistrationError(f"{proc.name}: scope {proc.scope!r} is not in the vocabulary")
             unknown = sorted(set(proc.emits) - set(vocabulary.event_kinds))
@@ -104,16 +110,18 @@ class Registry:
         roles: tuple[Role, ...] | None = None,
         calls_out: bool = False,
         emits: tuple[str, ...] = (),
+        probes: tuple[str, ...] = (),
     ) -> Callable[[F], F]:
         """Register an `async def f(ctx, params: SomeParams) -> SomeResult` under `name`.
 
         A write names the event kinds it may emit (`emits`). A write that waits on another service says
         `calls_out=True`: it is given no connection and no transaction, and opens short ones itself
-        (`ctx.transaction()`), so that a slow service holds nothing.
+        (`ctx.transaction()`), so that a slow service holds nothing. A read names the `probes` it consults
+        (`ctx.probe`): they ride in the credential's statement.
         """
 
         def register(func: F) -> F:
-            described = _describe(self._procedures, name, func, scope, write, roles, calls_out, emits)
+            described = _describe(self._procedures, name, func, scope, write, roles, calls_out, emits, probes)
             self._procedures[name] = described
             return func
 
@@ -129,6 +137,7 @@ def _describe(
     roles: tuple[Role, ...] | None,
     calls_out: bool,
     emits: tuple[str, ...],
+    probes: tuple[str, ...],
 ) -> Procedure:
     where = f"{func.__module__}.{func.__qualname__}"
     if not _NAME.match(name):
@@ -141,6 +150,8 @@ def _describe(
         raise RegistrationError(f"{where}: only a write may call out (a read needs no transaction to leave)")
     if emits and not write:
         raise RegistrationError(f"{where}: only a write emits events (in its transaction)")
+    if any(not _PROBE.match(probe) for probe in probes):
+        raise RegistrationError(f"{where}: probe names are lower-case identifiers")
     if roles is not None and (not roles or set(roles) - set(ROLES)):
         raise RegistrationError(f"{where}: roles must be a non-empty subset of {ROLES}")
     doc = inspect.getdoc(func)
@@ -168,6 +179,7 @@ def _describe(
         write=write,
         calls_out=calls_out,
         emits=tuple(emits),
+        probes=tuple(probes),
         roles=frozenset(roles) if roles is not None else None,
         params_type=params_type,
         result_type=result_type,
