@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import standardwebhooks
+
 
 def signature(secret: str, body: bytes) -> str:
     """What a customer computes: hex HMAC-SHA256 of the raw body, keyed with the whole secret's UTF-8 bytes."""
@@ -65,6 +67,14 @@ class Received:
 
     def next_signed_with(self, secret: str) -> bool:
         return verifies(secret, self.body, self.headers.get("x-service-signature-next"))
+
+    def standard_verified_with(self, secret: str) -> bool:
+        """Whether the Standard Webhooks library itself accepts this request with `secret` (§18)."""
+        try:
+            standardwebhooks.Webhook(secret).verify(self.body, self.headers)
+        except standardwebhooks.WebhookVerificationError:
+            return False
+        return True
 
 
 @dataclass

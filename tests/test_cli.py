@@ -67,6 +67,10 @@ def test_admin_commands_print_one_json_object(db_env: dict[str, str]) -> None:
         "account_id": created["account_id"],
         "plan": "pro",
     }
+    hook = ok("admin", "create-webhook", "--email", "boss@example.test", "--url", "https://hooks.example.test/in",
+              "--events", "job.published", env=db_env)  # fmt: skip
+    assert ok("admin", "delete-webhook", "--id", hook["id"], env=db_env) == {"id": hook["id"], "deleted": True}
+    assert "no such object" in run("admin", "delete-webhook", "--id", hook["id"], env=db_env).stderr
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ in-process worker, with the retry waits and the timeout shrunk. Real time, bound
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime as dt
 import itertools
@@ -47,7 +48,7 @@ WAITS = (0.0, 0.3, 0.6, 0.9, 1.2)
 TIMEOUT = 1.0
 JITTER = 0.05  # clock and scheduling slack on a lower bound
 ENVELOPE_KEYS = {"event", "data", "timestamp", "idempotency_key"}
-SECRET = re.compile(r"^whsec_[A-Za-z0-9_-]{43}$")
+SECRET = re.compile(r"^whsec_[A-Za-z0-9+/]{43}=$")  # standard base64 of 32 bytes, padded (§7)
 HEX_SIGNATURE = re.compile(r"^[0-9a-f]{64}$")
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -528,6 +529,9 @@ def test_rotate_with_overlap_signs_with_both_then_the_new_only(api: Call, admin:
     assert request.signed_with(old) and not request.signed_with(new)
     assert HEX_SIGNATURE.match(request.headers["x-service-signature-next"])
     assert request.next_signed_with(new) and not request.next_signed_with(old)
+    # Standard Webhooks: two signatures, the new secret's first, so that either secret verifies (§18).
+    assert request.standard_verified_with(old) and request.standard_verified_with(new)
+    assert len(request.headers["webhook-signature"].split(" ")) == 2
 
     admin.sql(
         "UPDATE webhook_endpoints SET overlap_until = now() - interval '1 second' WHERE id = %(id)s", {"id": ep.id}
@@ -539,7 +543,32 @@ def test_rotate_with_overlap_signs_with_both_then_the_new_only(api: Call, admin:
     assert after.envelope["event"] == "job.closed" and after.valid and after.status == 200
     assert after.signed_with(new) and not after.signed_with(old)
     assert "x-service-signature-next" not in after.headers
+    assert after.standard_verified_with(new) and not after.standard_verified_with(old)
     assert admin.run(admin.webhooks.reveal_secret, user.account_id, ep.id) == new
+
+
+def test_every_attempt_verifies_with_the_standard_webhooks_library(api: Call, admin: Admin, endpoint: Make) -> None:
+    """The standardwebhooks package's own `Webhook(secret).verify(body, headers)` accepts each attempt as sent:
+    webhook-id is the event's idempotency_key in every attempt, webhook-timestamp is when each was signed."""
+    user = admin.user("employer")
+    ep = endpoint(user, ["job.published"], Reply(500), Reply(200))
+    published(api, user)
+    first, second = ep.hook.wait_for(2)
+    for request in (first, second):
+        assert request.standard_verified_with(ep.secret)
+        assert request.headers["webhook-id"] == request.envelope["idempotency_key"]
+        assert abs(int(request.headers["webhook-timestamp"]) - time.time()) < 60, "signed now, in Unix seconds"
+    assert first.body == second.body and first.headers["webhook-id"] == second.headers["webhook-id"]
+    assert not first.standard_verified_with("whsec_" + base64.b64encode(b"x" * 32).decode())
+
+
+def test_one_event_has_one_webhook_id_at_every_endpoint(api: Call, admin: Admin, endpoint: Make) -> None:
+    user = admin.user("employer")
+    one, two = endpoint(user, ["job.published"]), endpoint(user, ["job.published"])
+    published(api, user)
+    [at_one], [at_two] = one.hook.wait_for(1), two.hook.wait_for(1)
+    assert at_one.headers["webhook-id"] == at_two.headers["webhook-id"]
+    assert at_one.standard_verified_with(one.secret) and at_two.standard_verified_with(two.secret)
 
 
 # --- the panel's actions -------------------------------------------------------------------------------------------

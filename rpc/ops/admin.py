@@ -200,6 +200,13 @@ async def create_webhook(
     return {"id": endpoint.id, "secret": secret}
 
 
+async def delete_webhook(conn: Connection, webhooks: Webhooks, *, endpoint_id: str) -> dict[str, Any]:
+    """An endpoint of any account, with its delivery log."""
+    account = await _owner(conn, _ENDPOINT_ACCOUNT, endpoint_id, "--id")
+    await webhooks.delete(conn, account, endpoint_id)
+    return {"id": endpoint_id, "deleted": True}
+
+
 async def redeliver(
     conn: Connection, webhooks: Webhooks, *, delivery_id: str | None, endpoint_id: str | None, since: str | None
 ) -> dict[str, Any]:

@@ -187,6 +187,8 @@ def admin(argv: list[str] | None = None) -> None:
     hook.add_argument("--email", required=True)
     hook.add_argument("--url", required=True)
     hook.add_argument("--events", required=True, help="comma-separated event kinds")
+    unhook = commands.add_parser("delete-webhook", help="delete a webhook endpoint and its delivery log")
+    unhook.add_argument("--id", required=True)
     oauth = commands.add_parser("create-oauth-client", help="register a third-party application (OAuth 2.0 client)")
     oauth.add_argument("--email", required=True, help="a user of the owning account")
     oauth.add_argument("--name", required=True, help="shown on the consent page")
@@ -257,6 +259,7 @@ async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict
         "create-webhook": lambda conn: ops.create_webhook(
             conn, webhooks, email=args.email, url=args.url, events=_list(args.events)
         ),
+        "delete-webhook": lambda conn: ops.delete_webhook(conn, webhooks, endpoint_id=args.id),
         "redeliver": lambda conn: ops.redeliver(
             conn, webhooks, delivery_id=args.id, endpoint_id=args.endpoint_id, since=args.since
         ),

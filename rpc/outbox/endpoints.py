@@ -1,16 +1,14 @@
 """Webhook endpoints of an account, as the panel and `bin/admin` manage them (the API exposes none).
 
 Every function takes the account it acts for: another account's endpoint or delivery is `NotFound`.
-Secrets are `whsec_` + 43 base64url characters (32 random bytes), sealed at rest so they can sign and
-be shown again. Rotating "now" switches at once; rotating "with overlap" keeps the old secret signing
-`X-Service-Signature` for 24 hours while the new one signs `X-Service-Signature-Next`.
+Secrets (`rpc.outbox.signatures`) are sealed at rest so they can sign and be shown again. Rotating "now"
+switches at once; rotating "with overlap" keeps the old secret signing `X-Service-Signature` for 24 hours while
+the new one signs `X-Service-Signature-Next` (and both sign `webhook-signature`).
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import os
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -23,11 +21,10 @@ from rpc.core.errors import NotFound
 from rpc.core.types import Connection
 from rpc.db.pool import count_for_account, one_row
 from rpc.outbox.emit import TEST_EVENT, Emitter
-from rpc.outbox.signatures import ENDPOINT_SEAL_PURPOSE
+from rpc.outbox.signatures import ENDPOINT_SEAL_PURPOSE, new_secret
 from rpc.outbox.ssrf import BlockedDestination, guard
 from rpc.settings import Settings
 
-SECRET_PREFIX = "whsec_"  # noqa: S105 - the prefix of every signing secret, not a secret
 ROTATION_OVERLAP = dt.timedelta(hours=24)
 MAX_URL_LENGTH = 2000
 MAX_ENDPOINTS = 20  # per account (CONTRACT.md §23): each event is sent to every endpoint that asked for it
@@ -49,6 +46,7 @@ SET url = %(url)s, event_kinds = %(event_kinds)s, enabled = %(enabled)s, updated
 WHERE id = %(id)s AND account_id = %(account_id)s
 RETURNING {_COLUMNS}
 """
+_DELETE = "DELETE FROM webhook_endpoints WHERE id = %(id)s AND account_id = %(account_id)s RETURNING id::text AS id"
 _ROTATE = """
 UPDATE webhook_endpoints
 SET secret_sealed = %(secret)s, previous_secret_sealed = %(previous)s, overlap_until = %(overlap_until)s,
@@ -98,10 +96,6 @@ class InvalidEndpoint(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
-
-
-def new_secret() -> str:
-    return SECRET_PREFIX + base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
 
 
 class Webhooks:
@@ -166,6 +160,12 @@ class Webhooks:
             },
         )
         return Endpoint(**await one_row(cursor))
+
+    async def delete(self, conn: Connection, account_id: str, endpoint_id: str) -> None:
+        """The endpoint, its deliveries and their attempts, gone; deliveries still queued find nothing to send."""
+        cursor = await conn.execute(_DELETE, {"id": _uuid(endpoint_id), "account_id": account_id})
+        if await cursor.fetchone() is None:
+            raise NotFound("No such webhook endpoint.")
 
     async def reveal_secret(self, conn: Connection, account_id: str, endpoint_id: str) -> str:
         row = await self._row(conn, account_id, endpoint_id)

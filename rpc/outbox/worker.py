@@ -28,7 +28,7 @@ from rpc.outbox.emit import Emitter
 from rpc.outbox.periodic import Periodic
 from rpc.outbox.queue import DELIVER_TASK, QUEUE, Queue
 from rpc.outbox.sender import Answer, Sender
-from rpc.outbox.signatures import ENDPOINT_SEAL_PURPOSE, sign
+from rpc.outbox.signatures import ENDPOINT_SEAL_PURPOSE, signed_headers
 from rpc.outbox.ssrf import BlockedDestination
 from rpc.settings import Settings
 
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 USER_AGENT = "HireAPI-Webhooks/1.0"
 
 _LOAD = """
-SELECT d.status, d.attempts, d.endpoint_id::text AS endpoint_id, e.kind, e.body,
+SELECT d.status, d.attempts, d.endpoint_id::text AS endpoint_id, e.id::text AS event_id, e.kind, e.body,
        ep.url, ep.enabled, ep.secret_sealed, ep.previous_secret_sealed,
        coalesce(ep.overlap_until > now(), false) AS overlapping
 FROM webhook_deliveries AS d
@@ -106,6 +106,7 @@ def _periodic(name: str, job: Periodic) -> Callable[[JobContext, int], Awaitable
 @dataclass(frozen=True, slots=True)
 class _Target:
     endpoint_id: str
+    event_id: str
     kind: str
     body: bytes
     url: str
@@ -199,6 +200,7 @@ class Deliverer:
         previous = row["previous_secret_sealed"] if row["overlapping"] else None
         return _Target(
             endpoint_id=row["endpoint_id"],
+            event_id=row["event_id"],
             kind=row["kind"],
             body=bytes(row["body"]),
             url=row["url"],
@@ -211,19 +213,21 @@ class Deliverer:
         return self._sealer.open(bytes(sealed), ENDPOINT_SEAL_PURPOSE).decode()
 
     def _headers(self, delivery_id: str, target: _Target) -> dict[str, str]:
-        headers = {
+        """This attempt's headers, signed now (`webhook-timestamp` is when this attempt was signed)."""
+        return {
             "Content-Type": "application/json",
             "Accept-Encoding": "identity",  # the stored excerpt of the answer stays readable
             "User-Agent": USER_AGENT,
             "X-Service-Event": target.kind,
             "X-Service-Delivery": delivery_id,
+            **signed_headers(
+                event_id=target.event_id,
+                timestamp=int(time.time()),
+                body=target.body,
+                secret=target.secret,
+                previous_secret=target.previous_secret,
+            ),
         }
-        if target.previous_secret is None:
-            headers["X-Service-Signature"] = sign(target.secret, target.body)
-        else:  # rotation with overlap: the old secret still signs, the new one signs alongside
-            headers["X-Service-Signature"] = sign(target.previous_secret, target.body)
-            headers["X-Service-Signature-Next"] = sign(target.secret, target.body)
-        return headers
 
     async def _post(self, delivery_id: str, target: _Target) -> _Outcome:
         started_at = dt.datetime.now(dt.UTC)
