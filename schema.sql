@@ -504,3 +504,28 @@ CREATE TABLE IF NOT EXISTS web_sessions (
 );
 CREATE INDEX IF NOT EXISTS web_sessions_user_idx ON web_sessions (user_id);
 CREATE INDEX IF NOT EXISTS web_sessions_expires_idx ON web_sessions (expires_at);
+
+-- ---------------------------------------------------------------------------------------------------
+-- Idempotent writes (CONTRACT.md §17): the answer a write gave, kept 24 hours under the account's key, in the
+-- transaction of the write itself. `lease_until` is set only while a write that calls another service runs
+-- (its claim is committed before it waits); `status` and `body` once the answer is kept.
+-- ---------------------------------------------------------------------------------------------------
+
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    account_id   uuid           NOT NULL,
+    key          text           NOT NULL,
+    procedure    text           NOT NULL,
+    -- SHA-256 of the parameters as canonical JSON.
+    fingerprint  bytea          NOT NULL,
+    status       integer,
+    body         bytea,
+    created_at   timestamptz(0) NOT NULL DEFAULT now(),
+    expires_at   timestamptz(0) NOT NULL,
+    lease_until  timestamptz,
+    CONSTRAINT idempotency_keys_pkey PRIMARY KEY (account_id, key),
+    CONSTRAINT idempotency_keys_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
+    CONSTRAINT idempotency_keys_kept_check CHECK ((status IS NULL) = (body IS NULL)),
+    CONSTRAINT idempotency_keys_key_check CHECK (key ~ '^[\x20-\x7e]{1,255}$')
+);
+-- The purge of keys past their 24 hours.
+CREATE INDEX IF NOT EXISTS idempotency_keys_expires_idx ON idempotency_keys (expires_at);

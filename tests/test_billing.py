@@ -181,6 +181,30 @@ def test_subscribing_creates_pending_objects_and_a_checkout(
     assert all(form[name] for name in ("user_name", "user_address", "user_phone", "lang"))
 
 
+def test_a_checkout_sent_again_with_its_idempotency_key_opens_no_second_one(
+    client: httpx.Client, fake: FakePayTR, admin: Admin, payer: User
+) -> None:
+    """The provider is asked once; the replay answers the same subscription, payment and payment page."""
+    headers = {**payer.auth, "Idempotency-Key": "checkout-1"}
+    asked = len(fake.requests)
+    first = client.post("/v1/billing.subscriptions.create", json={"plan": "pro"}, headers=headers)
+    again = client.post("/v1/billing.subscriptions.create", json={"plan": "pro"}, headers=headers)
+    assert first.status_code == 200 and again.content == first.content
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert len(fake.requests) == asked + 1 and count(admin, "payments", payer) == 1
+
+
+def test_a_failed_checkout_leaves_its_idempotency_key_free(
+    client: httpx.Client, fake: FakePayTR, admin: Admin, payer: User
+) -> None:
+    headers = {**payer.auth, "Idempotency-Key": "checkout-2"}
+    fake.mode = "error"
+    assert client.post("/v1/billing.subscriptions.create", json={"plan": "pro"}, headers=headers).status_code == 503
+    fake.mode = None
+    retried = client.post("/v1/billing.subscriptions.create", json={"plan": "pro"}, headers=headers)
+    assert retried.status_code == 200 and "Idempotent-Replayed" not in retried.headers
+
+
 def test_merchant_oids_are_fresh(call: Call, payer: User) -> None:
     oids = {ok(call("billing.subscriptions.create", payer, plan="pro"))["payment"]["merchant_oid"] for _ in range(5)}
     assert len(oids) == 5

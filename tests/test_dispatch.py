@@ -68,7 +68,41 @@ def test_405_comes_before_credentials(client: httpx.Client) -> None:
 def test_other_methods_on_a_read_are_405(client: httpx.Client, employer: User) -> None:
     response = client.put("/v1/jobs.list", headers=employer.auth)
     assert response.status_code == 405
-    assert response.headers["Allow"] == "GET, POST"
+    assert response.headers["Allow"] == "GET, HEAD, POST"
+
+
+def test_head_works_wherever_get_does(client: httpx.Client, employer: User) -> None:
+    """RFC 9110 §9.3.2: the GET's status and headers, no body."""
+    got = client.get("/v1/jobs.list", headers=employer.auth)
+    head = client.head("/v1/jobs.list", headers=employer.auth)
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-type"] == got.headers["content-type"]
+    assert client.head("/v1/jobs.create", headers=employer.auth).status_code == 405
+
+
+def test_a_repeated_query_parameter_is_refused(client: httpx.Client, employer: User) -> None:
+    """Last-wins would silently drop a value."""
+    response = client.get("/v1/jobs.list?page=1&page=2", headers=employer.auth)
+    assert response.status_code == 422
+    assert response.json()["error"]["details"]["errors"] == [
+        {"field": "page", "message": "Sent more than once; send it once."}
+    ]
+
+
+def test_a_whole_number_written_as_a_float_is_an_integer(client: httpx.Client, employer: User) -> None:
+    """JSON Schema calls 20.0 an integer; a string that looks like one is still refused."""
+    assert (
+        client.post("/v1/jobs.list", json={"per_page": 20.0}, headers=employer.auth).json()["result"]["per_page"] == 20
+    )
+    for wrong in (20.5, "20"):
+        assert client.post("/v1/jobs.list", json={"per_page": wrong}, headers=employer.auth).status_code == 422
+
+
+def test_a_blank_body_is_not_an_empty_object(client: httpx.Client, employer: User) -> None:
+    headers = {**employer.auth, "Content-Type": "application/json"}
+    assert client.post("/v1/jobs.list", content=b"", headers=headers).status_code == 200
+    response = client.post("/v1/jobs.list", content=b"  \n", headers=headers)
+    assert response.status_code == 400 and error_code(response) == "invalid_json"
 
 
 def test_missing_credentials(client: httpx.Client) -> None:

@@ -26,7 +26,7 @@ def test_a_well_formed_procedure_registers() -> None:
     proc = registry.get("things.get")
     assert proc is not None
     assert proc.handler is get  # the decorator returns the function unchanged
-    assert (proc.scope, proc.write, proc.methods) == ("read:things", False, ("GET", "POST"))
+    assert (proc.scope, proc.write, proc.methods) == ("read:things", False, ("GET", "HEAD", "POST"))
 
 
 def test_duplicate_name_fails() -> None:

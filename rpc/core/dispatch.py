@@ -14,9 +14,11 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import psycopg
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -24,14 +26,15 @@ from starlette.types import Receive, Scope, Send
 from rpc.auth.authenticate import Authenticator
 from rpc.auth.principal import Principal
 from rpc.auth.remembered import Credential
+from rpc.core import idempotency
 from rpc.core.context import Context
 from rpc.core.envelope import Params, encode_result
-from rpc.core.errors import Forbidden, InsufficientScope, MethodNotAllowed, UnknownProcedure
+from rpc.core.errors import Forbidden, InsufficientScope, MethodNotAllowed, RpcError, UnknownProcedure
 from rpc.core.params import read_params
 from rpc.core.registry import Procedure, Registry
 from rpc.core.responses import error_response, json_response, render
 from rpc.core.types import Connection
-from rpc.db.pool import Pool
+from rpc.db.pool import Pool, translate
 from rpc.limits.ratelimit import Quota, RateLimiter
 from rpc.ops.metrics import Metrics
 from rpc.outbox.emit import Emitter
@@ -90,18 +93,21 @@ class Dispatcher:
         proc = self._find(name, request.method)
         authorization = request.headers.get("authorization")
         probes = self._probes[proc.name]
-        if request.method == "GET":  # no body to wait for: one connection serves the whole call
+        if request.method in ("GET", "HEAD"):  # no body to wait for: one connection serves the whole call
             async with self._pool.connection() as conn:
                 credential, probed = await self._authenticator.authenticate(conn, authorization, probes)
-                params = await self._admit(proc, request, credential.principal, counted)
-                return await self._respond(proc, request, credential, params, conn, probed)
+                call = await self._admit(proc, request, credential, counted, probed)
+                return await self._read(call, conn)
         async with self._pool.connection() as conn:  # given back while the body arrives
             credential, probed = await self._authenticator.authenticate(conn, authorization, probes)
-        params = await self._admit(proc, request, credential.principal, counted)
+        call = await self._admit(proc, request, credential, counted, probed)
+        if not proc.write:
+            async with self._pool.connection() as conn:
+                return await self._read(call, conn)
         if proc.calls_out:
-            return await self._respond(proc, request, credential, params, None, probed)
+            return await self._call_out(call)
         async with self._pool.connection() as conn:
-            return await self._respond(proc, request, credential, params, conn, probed)
+            return await self._write(call, conn)
 
     def _find(self, name: str, method: str) -> Procedure:
         proc = self._registry.get(name)
@@ -111,16 +117,26 @@ class Dispatcher:
             raise MethodNotAllowed(proc.methods)
         return proc
 
-    async def _admit(self, proc: Procedure, request: Request, principal: Principal, counted: list[Quota]) -> Params:
+    async def _admit(
+        self,
+        proc: Procedure,
+        request: Request,
+        credential: Credential,
+        counted: list[Quota],
+        probed: Mapping[str, Any],
+    ) -> _Call:
         """What follows authentication, in the contract's order: scope (403), limit (429), params (415, 413,
-        400, 422), role (403)."""
+        400, 422, the Idempotency-Key among them), role (403)."""
+        principal = credential.principal
         self._check_scope(proc, principal)
         quota = await self._limiter.count(principal.account_id, principal.plan)
         if quota is not None:
             counted.append(quota)
-        params = await read_params(proc, request)
+        params, body = await read_params(proc, request)
+        key = idempotency.key_of(request) if proc.write else None
         self._check_role(proc, principal)
-        return params
+        claim = idempotency.claim_for(principal.account_id, key, proc.name, body) if key else None
+        return _Call(proc, request, credential, params, probed, claim)
 
     def _check_scope(self, proc: Procedure, principal: Principal) -> None:
         if not principal.has_scope(proc.scope):
@@ -130,37 +146,76 @@ class Dispatcher:
         if proc.roles is not None and principal.role not in proc.roles:
             raise Forbidden(f"Your role ({principal.role}) may not call {proc.name}.")
 
-    async def _respond(
-        self,
-        proc: Procedure,
-        request: Request,
-        credential: Credential,
-        params: Params,
-        conn: Connection | None,
-        probed: Mapping[str, Any],
-    ) -> Response:
-        def context(principal: Principal, connection: Connection | None) -> Context:
-            return Context(
-                principal=principal,
-                request_id=getattr(request.state, "request_id", ""),
-                client_address=request.client.host if request.client else "",
-                settings=self._settings,
-                emitter=self._emitter,
-                http=self._http,
-                connection=connection,
-                transactions=lambda: self._transaction(proc, credential),
-                emits=frozenset(proc.emits),
-                probes=self._probes[proc.name],
-                probed=probed,
-            )
-
-        if conn is not None and proc.write:
-            async with conn.transaction():
-                principal = await self._reconfirm(conn, proc, credential)
-                result = await proc.handler(context(principal, conn), params)
-        else:
-            result = await proc.handler(context(credential.principal, conn), params)
+    async def _read(self, call: _Call, conn: Connection) -> Response:
+        result = await call.proc.handler(self._context(call, call.credential.principal, conn), call.params)
         return json_response(encode_result(result))
+
+    async def _write(self, call: _Call, conn: Connection) -> Response:
+        """A write in one transaction, its credential confirmed first; with an Idempotency-Key, the key claimed
+        and the answer kept in the same transaction."""
+        async with conn.transaction():
+            principal = await self._reconfirm(conn, call.proc, call.credential)
+            if call.claim is None:
+                result = await call.proc.handler(self._context(call, principal, conn), call.params)
+                return json_response(encode_result(result))
+            kept = await idempotency.claim(conn, call.claim)
+            if kept is not None:
+                return _replayed(kept)
+            response = await self._answer(call, self._context(call, principal, conn), savepoint=conn)
+            await idempotency.keep(conn, call.claim, response.status_code, bytes(response.body))
+            return response
+
+    async def _call_out(self, call: _Call) -> Response:
+        """A write that opens its own transactions; with an Idempotency-Key, the key is claimed (with a lease)
+        before and its answer kept after, each in a short transaction of its own."""
+        ctx = self._context(call, call.credential.principal, None)
+        if call.claim is None:
+            return json_response(encode_result(await call.proc.handler(ctx, call.params)))
+        async with self._transaction(call.proc, call.credential) as conn:
+            kept = await idempotency.claim(conn, call.claim, lease=idempotency.CALLS_OUT_LEASE)
+        if kept is not None:
+            return _replayed(kept)
+        try:
+            response = await self._answer(call, ctx, savepoint=None)
+        except BaseException:
+            async with self._pool.connection() as conn:
+                await idempotency.release(conn, call.claim)
+            raise
+        async with self._pool.connection() as conn:
+            await idempotency.keep(conn, call.claim, response.status_code, bytes(response.body))
+        return response
+
+    async def _answer(self, call: _Call, ctx: Context, *, savepoint: Connection | None) -> Response:
+        """The procedure's answer to keep for its key: its result, or its own refusal (403, 404, 409), whose work
+        is rolled back to a savepoint on `savepoint` (the key's claim stays); anything else is raised, and
+        nothing is kept."""
+        try:
+            if savepoint is None:
+                result = await call.proc.handler(ctx, call.params)
+            else:
+                async with savepoint.transaction():
+                    result = await call.proc.handler(ctx, call.params)
+            return json_response(encode_result(result))
+        except (RpcError, psycopg.Error) as exc:
+            error = exc if isinstance(exc, RpcError) else translate(exc, self._registry)
+            if error is None or error.status not in idempotency.KEPT_REFUSALS:
+                raise
+            return error_response(error)
+
+    def _context(self, call: _Call, principal: Principal, connection: Connection | None) -> Context:
+        return Context(
+            principal=principal,
+            request_id=getattr(call.request.state, "request_id", ""),
+            client_address=call.request.client.host if call.request.client else "",
+            settings=self._settings,
+            emitter=self._emitter,
+            http=self._http,
+            connection=connection,
+            transactions=lambda: self._transaction(call.proc, call.credential),
+            emits=frozenset(call.proc.emits),
+            probes=self._probes[call.proc.name],
+            probed=call.probed,
+        )
 
     async def _reconfirm(self, conn: Connection, proc: Procedure, credential: Credential) -> Principal:
         """The credential confirmed inside the write's transaction: revoked meanwhile is `401`; a principal that
@@ -177,6 +232,24 @@ class Dispatcher:
         async with self._pool.connection() as conn, conn.transaction():
             await self._reconfirm(conn, proc, credential)
             yield conn
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One admitted call: the procedure, the request, the caller's credential, the parameters, the probes read
+    with the credential, and the Idempotency-Key claim it makes (writes sent with one)."""
+
+    proc: Procedure
+    request: Request
+    credential: Credential
+    params: Params
+    probed: Mapping[str, Any]
+    claim: idempotency.Claim | None
+
+
+def _replayed(kept: idempotency.Kept) -> Response:
+    """The answer a key kept, said to be a replay."""
+    return json_response(kept.body, kept.status, {idempotency.REPLAYED: "true"})
 
 
 async def unknown_version(request: Request) -> Response:

@@ -1,6 +1,8 @@
-"""Reading a procedure's parameters from a request: query string for GET, a JSON object for POST.
+"""Reading a procedure's parameters from a request: query string for GET (and HEAD), a JSON object for POST.
 
-The checks run in the contract's order (415, 413, 400, 422), and a 422 names every offending field.
+The checks run in the contract's order (415, 413, 400, 422), and a 422 names every offending field. Where JSON
+Schema and msgspec disagree, the answer follows the published schema (/openapi.json): a number with no fraction
+(`20.0`) is an integer; a query parameter may be repeated only where the parameter is a list.
 """
 
 from __future__ import annotations
@@ -21,39 +23,98 @@ MAX_BODY_BYTES = 1024 * 1024
 P = TypeVar("P", bound=Params)
 
 
-async def read_params(proc: Procedure, request: Request) -> Params:
-    if request.method == "GET":
-        query = dict(request.query_params)
+async def read_params(proc: Procedure, request: Request) -> tuple[Params, bytes | None]:
+    """The call's parameters, and the JSON body they came from (None for a query string)."""
+    if request.method in ("GET", "HEAD"):
+        query = query_object(proc.params_type, request)
         try:
-            return msgspec.convert(query, proc.params_type, strict=False)
+            return msgspec.convert(query, proc.params_type, strict=False), None
         except msgspec.ValidationError as exc:
             raise InvalidParams(field_errors(proc.params_type, query, exc, strict=False)) from exc
-    return await read_json(request, proc.decoder, proc.params_type, empty_is_object=not proc.write)
+    body = await read_json_body(request, empty_is_object=not proc.write)
+    return decode_body(body, proc.decoder, proc.params_type), body
 
 
 async def read_json(
     request: Request, decoder: msgspec.json.Decoder[Any], params_type: type[P], *, empty_is_object: bool
 ) -> P:
     """A POST body decoded into `params_type`; an empty body means `{}` where `empty_is_object`."""
+    return decode_body(await read_json_body(request, empty_is_object=empty_is_object), decoder, params_type)
+
+
+async def read_json_body(request: Request, *, empty_is_object: bool) -> bytes:
+    """A POST's JSON body as received (415, 413, 400 for a blank one); no body at all is `{}` where
+    `empty_is_object`."""
     media_type = request.headers.get("content-type")
     if media_type is not None and not is_json(media_type):
         raise UnsupportedMediaType()
     body = await read_body(request)
     if media_type is None and (body or not empty_is_object):
         raise UnsupportedMediaType()
-    if not body.strip():
+    if not body:
         if not empty_is_object:
             raise InvalidJson("The body is empty; send a JSON object.")
-        body = b"{}"
+        return b"{}"
+    if not body.strip():
+        raise InvalidJson("The body is blank; send a JSON object (or, for a read, no body at all).")
+    return body
+
+
+def decode_body(body: bytes, decoder: msgspec.json.Decoder[Any], params_type: type[P]) -> P:
+    """`body` as `params_type`; a number with no fraction where an integer is wanted counts as that integer."""
     try:
         return decoder.decode(body)  # type: ignore[no-any-return]
     except msgspec.ValidationError as exc:
         data = decode_json(body)
         if not isinstance(data, dict):
             raise InvalidJson("The body must be a JSON object.") from exc
-        raise InvalidParams(field_errors(params_type, data, exc, strict=True)) from exc
+        whole = _whole_numbers(data)
+        try:
+            return msgspec.convert(whole, params_type, strict=True)
+        except msgspec.ValidationError:
+            raise InvalidParams(field_errors(params_type, whole, exc, strict=True)) from exc
     except UNDECODABLE as exc:
         raise not_json(exc) from exc
+
+
+def query_object(params_type: type[Params], request: Request) -> dict[str, Any]:
+    """The query string as the parameters' object: a list parameter collects its repeats, any other parameter
+    sent twice is refused (last-wins would silently drop a value)."""
+    lists = {field.encode_name for field in msgspec.structs.fields(params_type) if _is_list(field.type)}
+    query: dict[str, Any] = {}
+    repeated: list[str] = []
+    for name, value in request.query_params.multi_items():
+        if name in lists:
+            query.setdefault(name, []).append(value)
+        elif name in query:
+            repeated.append(name)
+        else:
+            query[name] = value
+    if repeated:
+        raise InvalidParams(
+            [{"field": name, "message": "Sent more than once; send it once."} for name in sorted(set(repeated))]
+        )
+    return query
+
+
+def _is_list(field_type: Any) -> bool:
+    origin = typing.get_origin(field_type)
+    if origin is typing.Annotated:
+        return _is_list(typing.get_args(field_type)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_is_list(member) for member in typing.get_args(field_type))
+    return origin in (list, tuple, set, frozenset)
+
+
+def _whole_numbers(value: Any) -> Any:
+    """`value` with every float that has no fraction (`20.0`) as an int, as JSON Schema counts integers."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(item) for item in value]
+    return value
 
 
 # What msgspec raises for bytes that are not JSON it can decode: malformed JSON, strings that are not UTF-8

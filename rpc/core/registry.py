@@ -52,7 +52,8 @@ class Procedure:
 
     @property
     def methods(self) -> tuple[str, ...]:
-        return ("POST",) if self.write else ("GET", "POST")
+        """A write takes POST; a read takes GET (and HEAD, wherever GET works: RFC 9110 §9.3.2) and POST."""
+        return ("POST",) if self.write else ("GET", "HEAD", "POST")
 
 
 class Registry:

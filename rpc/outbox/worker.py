@@ -21,6 +21,7 @@ import procrastinate
 from procrastinate import JobContext
 
 from rpc.auth import housekeeping
+from rpc.core import idempotency
 from rpc.core.crypto import Sealer
 from rpc.db.pool import Pool
 from rpc.ops.metrics import Metrics
@@ -69,7 +70,7 @@ WHERE id = %(id)s AND status = 'pending'
 
 
 # The framework's own periodic work, beside the business's.
-FRAMEWORK_PERIODIC = {"forget_expired": housekeeping.PERIODIC}
+FRAMEWORK_PERIODIC = {"forget_expired": housekeeping.PERIODIC, "forget_idempotency_keys": idempotency.PERIODIC}
 
 
 def worker_app(periodic: Mapping[str, Periodic]) -> procrastinate.App:

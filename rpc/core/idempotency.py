@@ -1,0 +1,169 @@
+"""Idempotent writes (CONTRACT.md §17): a write sent again with the same `Idempotency-Key` answers what the first
+answered, and does nothing else.
+
+A key belongs to the account and is kept 24 hours, with the procedure and a fingerprint of the parameters (the
+SHA-256 of the body as canonical JSON: keys sorted, so `{"a":1,"b":2}` and `{"b":2,"a":1}` are the same call).
+The first call claims the key's row inside its own transaction and stores its answer there too, so that a crash
+can never leave a write without its key or a key without its write. A transaction-scoped advisory lock on the key
+keeps a concurrent call with the same key from waiting on that row: it is told at once that the key is in use
+(`409`). A procedure that calls another service (`calls_out`) opens its own transactions, so its claim is
+committed first with a short lease: a call that dies while it waits leaves the key free again once the lease
+runs out.
+
+Kept: any success, and the procedure's own refusals (`403`, `404`, `409`), whose work is rolled back to a
+savepoint while the key keeps the answer. Not kept — the key stays free — is everything refused before the
+procedure ran, any other error, and every `5xx`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from dataclasses import dataclass
+
+import msgspec
+from starlette.requests import Request
+
+from rpc.core.errors import Conflict, InvalidParams, RpcError
+from rpc.core.types import Connection
+from rpc.outbox.emit import Emitter
+from rpc.outbox.periodic import Periodic
+
+HEADER = "Idempotency-Key"
+REPLAYED = "Idempotent-Replayed"
+KEPT_FOR = dt.timedelta(hours=24)
+CALLS_OUT_LEASE = dt.timedelta(minutes=2)  # longer than any wait on another service (PAYTR_TIMEOUT ≤ 60 s)
+KEPT_REFUSALS = frozenset({403, 404, 409})
+PURGE_BATCH = 1000
+_PRINTABLE = re.compile(r"^[\x20-\x7e]{1,255}$")
+
+_LOCK = "SELECT pg_try_advisory_xact_lock(%(lock)s) AS locked"
+_FIND = """
+SELECT procedure, fingerprint, status, body, coalesce(lease_until > now(), false) AS running
+FROM idempotency_keys
+WHERE account_id = %(account_id)s AND key = %(key)s AND expires_at > now()
+"""
+# Takes the place of an expired row, or of a claim whose call died (its lease ran out): a live one was found first.
+_CLAIM = """
+INSERT INTO idempotency_keys (account_id, key, procedure, fingerprint, expires_at, lease_until)
+VALUES (%(account_id)s, %(key)s, %(procedure)s, %(fingerprint)s, now() + %(kept_for)s, %(lease_until)s)
+ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO UPDATE
+SET procedure = EXCLUDED.procedure, fingerprint = EXCLUDED.fingerprint, status = NULL, body = NULL,
+    created_at = now(), expires_at = EXCLUDED.expires_at, lease_until = EXCLUDED.lease_until
+"""
+_KEEP = """
+UPDATE idempotency_keys SET status = %(status)s, body = %(body)s, lease_until = NULL
+WHERE account_id = %(account_id)s AND key = %(key)s
+"""
+_RELEASE = "DELETE FROM idempotency_keys WHERE account_id = %(account_id)s AND key = %(key)s AND status IS NULL"
+_PURGE = """
+DELETE FROM idempotency_keys
+WHERE (account_id, key) IN (SELECT account_id, key FROM idempotency_keys WHERE expires_at < now() LIMIT %(batch)s)
+"""
+
+
+class KeyInUse(Conflict):
+    """The first call with this key is still running."""
+
+    code = "idempotency_key_in_use"
+    default_message = "A call with this Idempotency-Key is still running; retry when it has answered."
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "1"}
+
+
+class KeyReused(RpcError):
+    """The key was used for another procedure or other parameters."""
+
+    status = 422
+    code = "idempotency_key_reused"
+    default_message = (
+        "This Idempotency-Key was used with another procedure or other parameters; use a new key for a new call."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """The answer a key keeps."""
+
+    status: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One call's key: the account it belongs to, the key, and what the call is (procedure and parameters)."""
+
+    account_id: str
+    key: str
+    procedure: str
+    fingerprint: bytes
+
+    @property
+    def values(self) -> dict[str, object]:
+        return {"account_id": self.account_id, "key": self.key}
+
+
+def key_of(request: Request) -> str | None:
+    """The request's `Idempotency-Key`, if it sent one: 1–255 printable ASCII characters, else `422`."""
+    key = request.headers.get(HEADER)
+    if key is None:
+        return None
+    if not _PRINTABLE.match(key):
+        raise InvalidParams([{"field": HEADER, "message": "Use 1 to 255 printable ASCII characters."}])
+    return key
+
+
+def claim_for(account_id: str, key: str, procedure: str, body: bytes | None) -> Claim:
+    canonical = msgspec.json.encode(msgspec.json.decode(body or b"{}"), order="sorted")
+    return Claim(account_id, key, procedure, hashlib.sha256(canonical).digest())
+
+
+async def claim(conn: Connection, call: Claim, *, lease: dt.timedelta | None = None) -> Kept | None:
+    """Inside the call's transaction: None when this call is the key's first (it runs, and `keep`s its answer in
+    this transaction); the kept answer when it was answered already; `409` while it runs, `422` if the key
+    was used for another call."""
+    lock = int.from_bytes(hashlib.sha256(f"{call.account_id}\x00{call.key}".encode()).digest()[:8], signed=True)
+    cursor = await conn.execute(_LOCK, {"lock": lock})
+    locked = await cursor.fetchone()
+    if not (locked and locked["locked"]):
+        raise KeyInUse()
+    cursor = await conn.execute(_FIND, call.values)
+    row = await cursor.fetchone()
+    if row is not None and (row["status"] is not None or row["running"]):
+        if row["procedure"] != call.procedure or bytes(row["fingerprint"]) != call.fingerprint:
+            raise KeyReused()
+        if row["status"] is None:
+            raise KeyInUse()
+        return Kept(row["status"], bytes(row["body"]))
+    lease_until = dt.datetime.now(dt.UTC) + lease if lease else None
+    await conn.execute(
+        _CLAIM,
+        {
+            **call.values,
+            "procedure": call.procedure,
+            "fingerprint": call.fingerprint,
+            "kept_for": KEPT_FOR,
+            "lease_until": lease_until,
+        },
+    )
+    return None
+
+
+async def keep(conn: Connection, call: Claim, status: int, body: bytes) -> None:
+    await conn.execute(_KEEP, {**call.values, "status": status, "body": body})
+
+
+async def release(conn: Connection, call: Claim) -> None:
+    """Free a claimed key whose call ended without an answer to keep."""
+    await conn.execute(_RELEASE, call.values)
+
+
+async def _purge(conn: Connection, emitter: Emitter) -> None:
+    """Keys past their 24 hours, in batches (each its own short statement)."""
+    while (await conn.execute(_PURGE, {"batch": PURGE_BATCH})).rowcount == PURGE_BATCH:
+        pass
+
+
+PERIODIC = Periodic(cron="7,37 * * * *", run=_purge)  # twice an hour, on the delivery workers
