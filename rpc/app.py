@@ -19,6 +19,7 @@ from rpc.auth import routes as identity
 from rpc.auth.keyring import ensure_signing_key
 from rpc.auth.oauth import ScopePolicy
 from rpc.core.business import Business
+from rpc.core.cors import CorsMiddleware
 from rpc.core.crypto import Sealer
 from rpc.core.dispatch import ANY_METHOD, unknown_version
 from rpc.core.errors import MethodNotAllowed, NotFound
@@ -92,6 +93,7 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
     wrappers: list[Callable[[ASGIApp], ASGIApp]] = [RequestIdMiddleware]
     if settings.production:
         wrappers.append(HttpsOnlyMiddleware)
+    wrappers.append(lambda app: CorsMiddleware(app, settings.cors_allowed_origins))
     site = Starlette(
         routes=[
             Route("/v{version:int}/{rest:path}", unknown_version, methods=ANY_METHOD),  # v1's own: see Front

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +19,7 @@ DEFAULT_DATA_DIR = PROJECT / ".data"
 
 Environment = Literal["development", "test", "production"]
 S = TypeVar("S", bound=msgspec.Struct)
+_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$")
 
 
 class SettingsError(ValueError):
@@ -46,6 +48,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     auth_role_claim: str | None = None
     forwarded_allow_ips: str = "127.0.0.1"
     metrics_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
+    cors_allowed_origins: tuple[str, ...] = ()
     signin_limits_per_email: str = "10/minute"
     signin_limits_per_address: str = "100/minute"
     oauth_token_limit_per_client: str = "300/minute"  # noqa: S105 - a rate, not a secret
@@ -120,6 +123,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             "auth_role_claim": env.get("AUTH_ROLE_CLAIM") or None,
             "forwarded_allow_ips": env.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
             "metrics_allow": _names(env.get("METRICS_ALLOW", "127.0.0.0/8,::1/128")),
+            "cors_allowed_origins": _names(env.get("CORS_ALLOWED_ORIGINS", "")),
             "signin_limits_per_email": env.get("SIGNIN_LIMIT_PER_EMAIL", "10/minute"),
             "signin_limits_per_address": env.get("SIGNIN_LIMIT_PER_ADDRESS", "100/minute"),
             "oauth_token_limit_per_client": env.get("OAUTH_TOKEN_LIMIT_PER_CLIENT", "300/minute"),
@@ -166,6 +170,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             self.allowed_networks  # noqa: B018 - parsed here so that a typo stops the start
         except ValueError as exc:
             raise SettingsError(f"WEBHOOK_ALLOWED_NETWORKS: {exc}") from exc
+        for origin in self.cors_allowed_origins:
+            if not _ORIGIN.match(origin):
+                raise SettingsError(
+                    f"CORS_ALLOWED_ORIGINS: {origin!r} is not an origin; write scheme://host[:port], e.g. "
+                    "https://app.example.com (no path, no wildcard)"
+                )
         if len(self.secret_key) < 32:
             raise SettingsError("SERVICE_SECRET_KEY must be at least 32 characters")
 
