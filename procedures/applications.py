@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from procedures.common import NO_NUL, Id, page_and_total, parse_id
+from procedures.common import NO_NUL, SPACE, Id, page_and_total, parse_id
 from rpc.auth.principal import Principal
 from rpc.core.context import Context
 from rpc.core.envelope import Page, PageParams, Params, Struct
@@ -28,7 +28,7 @@ FINAL: frozenset[Status] = frozenset({"hired", "rejected", "withdrawn"})
 EMPLOYERS: tuple[Role, ...] = ("employer", "admin")
 
 CoverLetter = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
-ResumeUrl = Annotated[str, msgspec.Meta(max_length=2_000, pattern=r"^https?://[^\s\x00]+$")]
+ResumeUrl = Annotated[str, msgspec.Meta(max_length=2_000, pattern=rf"^https?://[^\x00{SPACE}]+$")]
 Notes = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
 Rating = Annotated[int, msgspec.Meta(ge=1, le=5)]
 

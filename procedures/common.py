@@ -14,7 +14,10 @@ from rpc.db.pool import one_row
 
 # PostgreSQL text cannot hold NUL, so no string parameter may contain one.
 NO_NUL = r"^[^\x00]*$"
-_NO_NUL_NOT_BLANK = r"^[^\x00]*[^\x00\s][^\x00]*$"
+# Whitespace spelled out, never `\s`: the patterns are published in /openapi.json, and Python's `\s` also
+# matches \x1c-\x1f, which ECMA-262's (every JSON Schema validator's) does not.
+SPACE = r"\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_NO_NUL_NOT_BLANK = rf"^[^\x00]*[^\x00{SPACE}][^\x00]*$"
 
 # Any JSON scalar is taken: a malformed id names no object, so it is `404`, never `422` (CONTRACT.md §14).
 Id = Annotated[str | int | float | bool | None, msgspec.Meta(description="An opaque object id (a string).")]

@@ -13,6 +13,7 @@ import msgspec
 T = TypeVar("T")
 
 MAX_PAGE_DEPTH = 10_000
+PAGE_DEPTH = f"Page number, from 1; page × per_page may not exceed {MAX_PAGE_DEPTH:,} (narrow the filters instead)."
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -34,7 +35,7 @@ class FieldError(ValueError):
 class PageParams(Params, frozen=True, kw_only=True):
     """Paging of every list: `page` from 1, `per_page` 1..100, never deeper than 10,000 rows."""
 
-    page: Annotated[int, msgspec.Meta(ge=1, description="Page number, from 1.")] = 1
+    page: Annotated[int, msgspec.Meta(ge=1, description=PAGE_DEPTH)] = 1
     per_page: Annotated[int, msgspec.Meta(ge=1, le=100, description="Items per page, 1..100.")] = 20
 
     def __post_init__(self) -> None:

@@ -28,9 +28,14 @@ async def read_params(proc: Procedure, request: Request) -> tuple[Params, bytes 
     if request.method in ("GET", "HEAD"):
         query = query_object(proc.params_type, request)
         try:
-            return msgspec.convert(query, proc.params_type, strict=False), None
+            params = msgspec.convert(query, proc.params_type, strict=False)
         except msgspec.ValidationError as exc:
             raise InvalidParams(field_errors(proc.params_type, query, exc, strict=False)) from exc
+        # msgspec's lax conversion reads the text `null` as None; a query string has no null: leave it out.
+        nulls = [name for name, value in query.items() if value == "null" and getattr(params, name, 0) is None]
+        if nulls:
+            raise InvalidParams([{"field": name, "message": "Not a value; leave the parameter out."} for name in nulls])
+        return params, None
     body = await read_json_body(request, empty_is_object=not proc.write)
     return decode_body(body, proc.decoder, proc.params_type), body
 
