@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import psutil
+import psycopg
 import pytest
 
 from tests.conftest import Databases
@@ -115,6 +116,26 @@ def test_mint_token_is_refused_in_production(db_env: dict[str, str]) -> None:
     done = run("admin", "mint-token", "--email", "boss@example.test", env={**db_env, "SERVICE_ENV": "production"})
     assert done.returncode != 0
     assert "production" in done.stderr
+
+
+def test_signing_keys_rotate_and_retire_in_order(databases: Databases) -> None:
+    """A new key first; the key that signs is never retired; an older one only once its tokens have run out
+    (or with --force, which ends them)."""
+    env = environment(DATABASE_URL=databases.copy())
+    with psycopg.connect(env["DATABASE_URL"]) as conn:
+        (old_kid,) = conn.execute("SELECT kid FROM signing_keys WHERE retired_at IS NULL").fetchone() or ("",)
+    new_kid = ok("admin", "rotate-signing-key", env=env)["kid"]
+    assert new_kid != old_kid
+    signing = run("admin", "retire-signing-key", "--kid", new_kid, env=env)
+    assert signing.returncode != 0 and "the key that signs now" in signing.stderr
+    young = run("admin", "retire-signing-key", "--kid", old_kid, env=env)
+    assert young.returncode != 0 and "--force" in young.stderr, "tokens it signed may still be in use"
+    unknown = run("admin", "retire-signing-key", "--kid", "nope", env=env)
+    assert unknown.returncode != 0 and "no unretired signing key 'nope'" in unknown.stderr
+    assert ok("admin", "retire-signing-key", "--kid", old_kid, "--force", env=env)["kid"] == old_kid
+    with psycopg.connect(env["DATABASE_URL"]) as conn:
+        unretired = conn.execute("SELECT kid FROM signing_keys WHERE retired_at IS NULL").fetchall()
+    assert unretired == [(new_kid,)]
 
 
 def test_serve_refuses_several_workers_with_memory_counters(db_env: dict[str, str]) -> None:

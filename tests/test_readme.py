@@ -4,6 +4,7 @@ instead of 8000); the person in the browser of the walkthrough is played by a sm
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -12,10 +13,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from rpc.outbox import signatures
 from tests.browser import Browser, location
 from tests.conftest import Databases
 from tests.support import TEST_SECRET_KEY, User, free_port
@@ -89,6 +92,30 @@ def test_the_readme_quickstart_runs_as_pasted(served: tuple[str, dict[str, str]]
     assert "published" in lines, "jobs.publish answered the job, published"
     assert any('"title":"Backend engineer"' in line for line in lines), "jobs.list found it"
     assert "boss@example.com" in lines, "profile.me with the session token"
+    replayed = [line.lower() for line in lines if line.lower().startswith("idempotent-replayed")]
+    assert replayed == ["idempotent-replayed: true"], "the second call with the Idempotency-Key was a replay"
+
+
+def test_the_readme_receiver_verifies_our_deliveries_both_ways() -> None:
+    """The README's two checks, run as printed, accept the headers an attempt is sent with (during a rotation
+    overlap too) and refuse a changed body."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Receiving webhooks") :]
+    code = re.search(r"^```python\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    assert code is not None, "the section shows its code"
+    receiver: dict[str, Any] = {}
+    exec(compile(code.group(1), "README.md", "exec"), receiver)  # noqa: S102 - the README's own example
+    body = b'{"event": "job.published", "data": {}, "timestamp": "2026-11-25T06:00:00Z", "idempotency_key": "e1"}'
+    old, new = signatures.new_secret(), signatures.new_secret()
+    for secret, previous, holder in [(new, None, new), (new, old, old), (new, old, new)]:
+        headers = signatures.signed_headers(
+            event_id="e1", timestamp=int(time.time()), body=body, secret=secret, previous_secret=previous
+        )
+        assert receiver["verified_event"](holder, body, headers) == json.loads(body)
+        assert receiver["signed_by_us"](holder, body, headers)
+        assert receiver["verified_event"](holder, body + b" ", headers) is None
+        assert not receiver["signed_by_us"](holder, body + b" ", headers)
+    assert receiver["verified_event"](signatures.new_secret(), body, headers) is None, "another secret fails"
 
 
 def test_the_oauth_walkthrough_runs_as_pasted(served: tuple[str, dict[str, str]]) -> None:

@@ -16,11 +16,10 @@ from typing import Any
 
 import jwt
 
-from rpc.auth.keyring import KeyRing
+from rpc.auth.keyring import ACCESS_TOKEN_SECONDS, KeyRing
 from rpc.core.errors import InvalidToken, TokenExpired
 from rpc.settings import Settings
 
-ACCESS_TOKEN_SECONDS = 3600
 TYP = "at+jwt"
 _TYPES = frozenset({"at+jwt", "application/at+jwt"})  # RFC 9068 §4: either spelling, any case
 _REQUIRED = ["iss", "aud", "sub", "exp", "iat", "jti", "client_id", "scope", "gid"]

@@ -13,14 +13,13 @@ import uuid
 import msgspec
 
 from rpc.auth.authenticate import AUDIENCE
-from rpc.auth.keyring import KeyRing
+from rpc.auth.keyring import ACCESS_TOKEN_SECONDS, KeyRing
 from rpc.auth.passwords import Passwords
 from rpc.core.crypto import random_token, token_hash
 from rpc.core.errors import InvalidCredentials, InvalidToken
 from rpc.core.types import Connection
 from rpc.settings import Settings
 
-ACCESS_TOKEN_SECONDS = 3600
 REFRESH_TOKEN_LIFETIME = dt.timedelta(days=30)
 
 _USER_BY_EMAIL = "SELECT id, password_hash FROM users WHERE email = %(email)s AND issuer IS NULL"

@@ -1,14 +1,15 @@
 """The built-in identity provider's ES256 signing keys, kept in the database with the private half sealed.
 
 Each process holds the unretired keys in memory and reads them again every `RELOAD_SECONDS` (a key added by
-`bin/admin rotate-signing-key` signs everywhere within that time, a retired one stops signing) and at once when
-a token names a key it does not know (one another process signs with already), at most every
-`UNKNOWN_KID_RELOAD_SECONDS`. A retired key stops verifying at once: the credential lookups check it.
+`bin/admin rotate-signing-key` signs everywhere within that time, one retired by `bin/admin retire-signing-key`
+stops signing) and at once when a token names a key it does not know (one another process signs with already), at
+most every `UNKNOWN_KID_RELOAD_SECONDS`. A retired key stops verifying at once: the credential lookups check it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import time
 import uuid
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 _PURPOSE = "signing_keys.private_key"
 RELOAD_SECONDS = 30.0
+# The lifetime of the tokens the keys sign (sessions and OAuth access tokens): what a retirement must wait out.
+ACCESS_TOKEN_SECONDS = 3600
 UNKNOWN_KID_RELOAD_SECONDS = 5.0
 
 _SELECT_KEYS = """
@@ -140,3 +143,44 @@ async def add_signing_key(conn: Any, sealer: Sealer) -> str:
         {"kid": kid, "sealed": sealer.seal(pem, _PURPOSE), "jwk": Jsonb(jwk)},
     )
     return kid
+
+
+_UNRETIRED_FOR_UPDATE = """
+SELECT kid, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at DESC, kid DESC FOR UPDATE
+"""
+_RETIRE = "UPDATE signing_keys SET retired_at = now() WHERE kid = %(kid)s RETURNING retired_at"
+
+
+class KeyStillNeeded(Exception):
+    """A key that cannot be retired now; the message says why and what to do first."""
+
+
+async def retire_signing_key(conn: Any, kid: str, *, force: bool = False) -> dt.datetime:
+    """Retire `kid`, which must be an older key than the one signing now: the tokens it signed stop at once.
+
+    Refused, unless `force`, while the signing key is younger than a session token's lifetime plus the reload
+    time: tokens signed by `kid` may still be in use, and retiring it would end them early."""
+    async with conn.transaction():
+        return await _retire(conn, kid, force)
+
+
+async def _retire(conn: Any, kid: str, force: bool) -> dt.datetime:
+    keys = await (await conn.execute(_UNRETIRED_FOR_UPDATE)).fetchall()
+    kids = [key["kid"] for key in keys]
+    if kid not in kids:
+        raise KeyStillNeeded(f"there is no unretired signing key {kid!r}; unretired: {', '.join(kids)}")
+    if kid == kids[0]:
+        raise KeyStillNeeded(
+            f"{kid} is the key that signs now: run `bin/admin rotate-signing-key` first, and retire {kid} once "
+            "the new key has signed for an hour"
+        )
+    signing_since = keys[0]["created_at"]
+    safe_after = signing_since + dt.timedelta(seconds=ACCESS_TOKEN_SECONDS + RELOAD_SECONDS)
+    if not force and dt.datetime.now(dt.UTC) < safe_after:
+        raise KeyStillNeeded(
+            f"session tokens signed by {kid} may live until {safe_after.isoformat()}; retire it after that, or "
+            "now with --force (every token it signed stops at once)"
+        )
+    row = await (await conn.execute(_RETIRE, {"kid": kid})).fetchone()
+    retired_at: dt.datetime = row["retired_at"]
+    return retired_at

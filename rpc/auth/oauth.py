@@ -32,8 +32,7 @@ import jwt
 import msgspec
 
 from rpc.auth import access_tokens
-from rpc.auth.access_tokens import ACCESS_TOKEN_SECONDS
-from rpc.auth.keyring import KeyRing
+from rpc.auth.keyring import ACCESS_TOKEN_SECONDS, KeyRing
 from rpc.auth.oauth_clients import Client, find_client
 from rpc.core.crypto import random_token, same, token_hash
 from rpc.core.errors import InvalidToken, TokenExpired

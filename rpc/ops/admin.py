@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from rpc.auth import apikeys
+from rpc.auth import apikeys, keyring
 from rpc.auth.identity import IdentityProvider
 from rpc.auth.keyring import KeyRing
 from rpc.auth.oauth_clients import InvalidClientSpec, create_client
@@ -155,6 +155,20 @@ async def revoke_api_key(conn: Connection, *, key_id: str) -> dict[str, Any]:
     if row is None:
         raise AdminError(f"no API key {key_id}")
     return {"id": row["id"], "revoked_at": row["revoked_at"]}
+
+
+async def rotate_signing_key(conn: Connection, settings: Settings) -> dict[str, Any]:
+    """A new signing key; every process signs with it within the key ring's reload time."""
+    kid = await keyring.add_signing_key(conn, Sealer(settings.secret_key))
+    return {"kid": kid, "signs_everywhere_within_seconds": int(keyring.RELOAD_SECONDS)}
+
+
+async def retire_signing_key(conn: Connection, *, kid: str, force: bool) -> dict[str, Any]:
+    try:
+        retired_at = await keyring.retire_signing_key(conn, kid, force=force)
+    except keyring.KeyStillNeeded as exc:
+        raise AdminError(str(exc)) from None
+    return {"kid": kid, "retired_at": retired_at.isoformat()}
 
 
 async def oauth_demo(

@@ -206,6 +206,10 @@ def admin(argv: list[str] | None = None) -> None:
     plan = commands.add_parser("set-plan", help="put a user's account on a plan")
     plan.add_argument("--email", required=True)
     plan.add_argument("--plan", required=True)
+    commands.add_parser("rotate-signing-key", help="a new signing key for sessions and OAuth access tokens")
+    retire = commands.add_parser("retire-signing-key", help="retire an older signing key: its tokens stop at once")
+    retire.add_argument("--kid", required=True)
+    retire.add_argument("--force", action="store_true", help="even while tokens it signed may still be in use")
     args = parser.parse_args(argv)
     _logging(logging.WARNING)
     settings = _settings()
@@ -260,6 +264,8 @@ async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict
             conn, webhooks, email=args.email, url=args.url, events=_list(args.events)
         ),
         "delete-webhook": lambda conn: ops.delete_webhook(conn, webhooks, endpoint_id=args.id),
+        "rotate-signing-key": lambda conn: ops.rotate_signing_key(conn, settings),
+        "retire-signing-key": lambda conn: ops.retire_signing_key(conn, kid=args.kid, force=args.force),
         "redeliver": lambda conn: ops.redeliver(
             conn, webhooks, delivery_id=args.id, endpoint_id=args.endpoint_id, since=args.since
         ),
