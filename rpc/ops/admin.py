@@ -33,11 +33,11 @@ class AdminError(Exception):
 _ACCOUNT_EXISTS = "SELECT id FROM accounts WHERE id = %(id)s"
 _INSERT_ACCOUNT = "INSERT INTO accounts (name) VALUES (%(name)s) RETURNING id"
 _INSERT_USER = """
-INSERT INTO users (account_id, role, email, password_hash)
-VALUES (%(account_id)s, %(role)s, %(email)s, %(password_hash)s)
+INSERT INTO users (account_id, role, email, password_hash, email_verified_at)
+VALUES (%(account_id)s, %(role)s, %(email)s, %(password_hash)s, now())
 RETURNING id
 """
-_USER_BY_EMAIL = "SELECT id, account_id, role FROM users WHERE email = %(email)s AND issuer IS NULL"
+_USER_BY_EMAIL = "SELECT id, account_id, role, session_epoch FROM users WHERE email = %(email)s AND issuer IS NULL"
 _DELIVERY_ACCOUNT = """
 SELECT ep.account_id FROM webhook_deliveries AS d JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
 WHERE d.id = %(id)s
@@ -89,7 +89,8 @@ async def mint_token(conn: Connection, settings: Settings, *, email: str, expire
         raise AdminError("mint-token is refused on a production deployment")
     user = await _user(conn, email)
     keyring = await KeyRing.load(conn, Sealer(settings.secret_key))
-    token = IdentityProvider(settings, keyring, Passwords()).access_token(str(user["id"]), expires_in)
+    identity = IdentityProvider(settings, keyring, Passwords())
+    token = identity.access_token(str(user["id"]), user["session_epoch"], expires_in)
     return {"access_token": token}
 
 
