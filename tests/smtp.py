@@ -63,7 +63,7 @@ class Inbox:
         self.messages: list[Received] = []
         self._arrived = threading.Condition()
 
-    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:  # noqa: N802 - aiosmtpd's name
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         message = message_from_bytes(envelope.content, policy=default)  # type: ignore[arg-type]
         assert isinstance(message, EmailMessage)
         tls = server.transport is not None and server.transport.get_extra_info("ssl_object") is not None
@@ -90,16 +90,16 @@ class Inbox:
 
 def _authenticate(server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any) -> AuthResult:
     ok = isinstance(data, LoginPassword) and (data.login, data.password) == (b"mailer", b"s3cret p@ss")
-    return AuthResult(success=ok)
+    return AuthResult(success=ok, auth_data=data)
 
 
 class SmtpServer:
     """`with SmtpServer() as smtp:` a server on a free loopback port; `tls_dir` makes it offer (and require)
     STARTTLS with a new self-signed certificate written there as `cert.pem`, and require a login."""
 
-    def __init__(self, tls_dir: Path | None = None) -> None:
+    def __init__(self, tls_dir: Path | None = None, port: int | None = None) -> None:
         self.inbox = Inbox()
-        self.port = free_port()
+        self.port = port or free_port()
         self.cert_file: Path | None = None
         kwargs: dict[str, Any] = {}
         if tls_dir is not None:

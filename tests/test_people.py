@@ -16,6 +16,7 @@ from tests.smtp import SmtpServer
 from tests.support import Admin, LiveServer, User, bearer, me, refused, settings_for
 
 CHECK_EMAIL = {"status": "check_email"}
+PASSWORD = "a long enough password"
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def new_email() -> str:
     return f"person-{uuid.uuid4().hex[:10]}@example.test"
 
 
-def sign_up(client: httpx.Client, email: str, password: str = "a long enough password", **extra: Any) -> None:
+def sign_up(client: httpx.Client, email: str, password: str = PASSWORD, **extra: Any) -> None:
     answer = client.post("/auth/signup", json={"email": email, "password": password, "role": "employer", **extra})
     assert answer.status_code == 202, answer.text
     assert answer.json() == CHECK_EMAIL
