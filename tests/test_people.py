@@ -4,6 +4,8 @@ server (aiosmtpd) and by following the links of the messages it received."""
 from __future__ import annotations
 
 import hashlib
+import statistics
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -297,3 +299,31 @@ def test_sign_up_and_reset_are_limited_per_email(
         refused(limited, 429, "rate_limited")
         assert int(limited.headers["Retry-After"]) >= 1
         assert http.post("/auth/password-reset", json={"email": new_email()}).status_code == 202, "per e-mail"
+
+
+# --- no probing by the clock ---------------------------------------------------------------------------------
+
+
+def answer_ms(client: httpx.Client, path: str, body: dict[str, Any]) -> float:
+    started = time.perf_counter()
+    assert client.post(path, json=body).status_code == 202
+    return (time.perf_counter() - started) * 1000
+
+
+def test_known_and_unknown_emails_take_the_same_time(client: httpx.Client, admin: Admin) -> None:
+    """Interleaved, so that the machine's load weighs on both alike. Sign-up hashes the password either way;
+    a reset does the work that differs (a link and its mail, or nothing) after answering."""
+    known = [admin.user("employer").email for _ in range(3)]
+    rounds = 15
+    reset: dict[bool, list[float]] = {True: [], False: []}
+    signup: dict[bool, list[float]] = {True: [], False: []}
+    for i in range(rounds):
+        for is_known in (True, False):
+            email = known[i % 3] if is_known else new_email()
+            reset[is_known].append(answer_ms(client, "/auth/password-reset", {"email": email}))
+            body = {"email": email, "password": PASSWORD, "role": "employer"}
+            signup[is_known].append(answer_ms(client, "/auth/signup", body))
+    reset_gap = statistics.median(reset[True]) - statistics.median(reset[False])
+    assert reset_gap < 5, (reset, "a known e-mail's reset answers no later than an unknown one's")
+    signup_known, signup_unknown = statistics.median(signup[True]), statistics.median(signup[False])
+    assert abs(signup_known - signup_unknown) < 0.25 * max(signup_known, signup_unknown), signup

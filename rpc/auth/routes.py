@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable
+
 import msgspec
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -13,8 +17,12 @@ from rpc.auth.people import SignUp, normal_email
 from rpc.core.envelope import Params, encoder
 from rpc.core.params import read_json
 from rpc.core.responses import json_response, render
+from rpc.core.types import Connection
+from rpc.db.pool import Pool
 from rpc.limits.throttle import Throttle
 from rpc.services import services
+
+log = logging.getLogger(__name__)
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
@@ -96,11 +104,11 @@ async def password_reset(request: Request) -> Response:
     try:
         params = await read_json(request, _reset_decoder, ResetRequest, empty_is_object=False)
         await throttle_people(state.throttle, request, params.email)
-        async with state.pool.connection() as conn:
-            await state.people.request_reset(conn, params.email)
     except Exception as exc:
         return _no_store(render(exc, "auth.password_reset"))
-    return json_response(CHECK_EMAIL, 202, NO_STORE)
+    answer = json_response(CHECK_EMAIL, 202, NO_STORE)
+    answer.background = after_answer(state.pool, state.people.request_reset, params.email)
+    return answer
 
 
 async def password_reset_confirm(request: Request) -> Response:
@@ -115,6 +123,21 @@ async def password_reset_confirm(request: Request) -> Response:
     except Exception as exc:
         return _no_store(render(exc, "auth.password_reset.confirm"))
     return json_response(b'{"status":"password_changed"}', headers=NO_STORE)
+
+
+def after_answer(pool: Pool, work: Callable[[Connection, str], Awaitable[None]], email: str) -> BackgroundTask:
+    """`work(conn, email)` once the answer has been sent, on a connection of its own: a request whose answer
+    must not tell whether the e-mail is known (reset, a new verification link) answers in the same time either
+    way, since the work that differs (a link and its mail, or nothing) happens after it."""
+
+    async def run() -> None:
+        try:
+            async with pool.connection() as conn:
+                await work(conn, email)
+        except Exception:  # the answer is gone; the person asks again
+            log.exception("could not prepare the mail of an answered request")
+
+    return BackgroundTask(run)
 
 
 async def throttle_people(throttle: Throttle, request: Request, email: str) -> None:

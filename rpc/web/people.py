@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from rpc.auth import links
 from rpc.auth.people import SignUp
-from rpc.auth.routes import client_address, throttle_people
+from rpc.auth.routes import after_answer, client_address, throttle_people
 from rpc.auth.teams import InviteeHasAccount
 from rpc.core.errors import InvalidLink, InvalidParams, PayloadTooLarge, RateLimited
 from rpc.web.forms import Fields, FormError, read_form, single
@@ -132,11 +132,11 @@ async def resend_verification(request: Request) -> Response:
         return values
     try:
         await throttle_people(state.throttle, request, values["email"])
-        async with state.pool.connection() as conn:
-            await state.people.resend_verification(conn, values["email"])
     except RateLimited as exc:
         return state.pages.rate_limited(exc)
-    return _check_email(state, values["email"].strip().lower())
+    answer = _check_email(state, values["email"].strip().lower())
+    answer.background = after_answer(state.pool, state.people.resend_verification, values["email"])
+    return answer
 
 
 # password reset -----------------------------------------------------------------------------------------
@@ -155,11 +155,11 @@ async def reset_request(request: Request) -> Response:
         return values
     try:
         await throttle_people(state.throttle, request, values["email"])
-        async with state.pool.connection() as conn:
-            await state.people.request_reset(conn, values["email"])
     except RateLimited as exc:
         return state.pages.rate_limited(exc)
-    return _check_email(state, values["email"].strip().lower())
+    answer = _check_email(state, values["email"].strip().lower())
+    answer.background = after_answer(state.pool, state.people.request_reset, values["email"])
+    return answer
 
 
 async def reset_page(request: Request) -> Response:
