@@ -327,3 +327,23 @@ def test_known_and_unknown_emails_take_the_same_time(client: httpx.Client, admin
     assert reset_gap < 5, (reset, "a known e-mail's reset answers no later than an unknown one's")
     signup_known, signup_unknown = statistics.median(signup[True]), statistics.median(signup[False])
     assert abs(signup_known - signup_unknown) < 0.25 * max(signup_known, signup_unknown), signup
+
+
+def test_the_json_endpoints_follow_cors_and_the_pages_do_not(
+    database: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    app = "https://app.example.test"
+    settings = settings_for(database, DATA_DIR=str(tmp_path_factory.mktemp("data")), CORS_ALLOWED_ORIGINS=app)
+    preflight = {
+        "Origin": app,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type",
+    }
+    with LiveServer(settings) as server, server.client() as http:
+        for path in ("/auth/signup", "/auth/password-reset", "/auth/password-reset/confirm"):
+            answer = http.options(path, headers=preflight)
+            assert answer.status_code == 204 and answer.headers["Access-Control-Allow-Origin"] == app, path
+        answer = http.post("/auth/password-reset", json={"email": new_email()}, headers={"Origin": app})
+        assert answer.status_code == 202 and answer.headers["Access-Control-Allow-Origin"] == app
+        for page in ("/web/signup", "/web/password-reset"):
+            assert "access-control-allow-origin" not in http.get(page, headers={"Origin": app}).headers

@@ -101,9 +101,11 @@ def test_invite_accept_and_see_the_team(
         "display_name": "Grace Hopper",
         "verified": True,
     }
-    assert login(client, email, "compilers rule 1952").status_code == 200
+    assert login(client, email, JOINER_PASSWORD).status_code == 200
     team = text(owner_browser.get("/panel/team"))
     assert "Grace Hopper" in team and "No pending invitations." in team
+    [signed_in] = admin.sql("SELECT last_signin_at FROM users WHERE email = %(e)s", {"e": email})
+    assert signed_in["last_signin_at"] is not None, "the team page shows the last sign-in"
     used = anonymous.get(link)
     assert used.status_code == 400 and "already accepted" in text(used), "an invitation works once"
 
