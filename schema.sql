@@ -33,6 +33,12 @@ CREATE TABLE IF NOT EXISTS users (
     bio            text,
     created_at     timestamptz(0) NOT NULL DEFAULT now(),
     updated_at     timestamptz(0) NOT NULL DEFAULT now(),
+    -- Built-in provider: NULL until the person follows the link of the sign-up mail (CONTRACT.md §19).
+    email_verified_at  timestamptz(0),
+    -- Carried by every session token; raised by a password reset or change, a removal from the team or
+    -- "sign out everywhere", which ends every session token issued before at its next use.
+    session_epoch      integer        NOT NULL DEFAULT 0,
+    last_signin_at     timestamptz(0),
     CONSTRAINT users_pkey PRIMARY KEY (id),
     CONSTRAINT users_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
     CONSTRAINT users_role_check CHECK (role IN ('candidate', 'employer', 'admin')),
@@ -99,6 +105,68 @@ CREATE TABLE IF NOT EXISTS signing_keys (
     CONSTRAINT signing_keys_pkey PRIMARY KEY (kid),
     CONSTRAINT signing_keys_algorithm_check CHECK (algorithm = 'ES256')
 );
+
+-- Single-use links mailed to a person of the built-in provider: e-mail verification (24 hours) and password
+-- reset (1 hour). Only the token's SHA-256 is kept; `email` is the address it was sent to, so a link for an
+-- address the person no longer has does nothing.
+CREATE TABLE IF NOT EXISTS email_links (
+    id          uuid           NOT NULL DEFAULT gen_random_uuid(),
+    purpose     text           NOT NULL,
+    user_id     uuid           NOT NULL,
+    email       text           NOT NULL,
+    token_hash  bytea          NOT NULL,
+    created_at  timestamptz(0) NOT NULL DEFAULT now(),
+    expires_at  timestamptz    NOT NULL,
+    used_at     timestamptz(0),
+    CONSTRAINT email_links_pkey PRIMARY KEY (id),
+    CONSTRAINT email_links_user_fkey FOREIGN KEY (user_id) REFERENCES users (id) ON DELETE CASCADE,
+    CONSTRAINT email_links_purpose_check CHECK (purpose IN ('verify', 'reset')),
+    CONSTRAINT email_links_token_hash_key UNIQUE (token_hash)
+);
+-- A new link, a reset or a verification voids the person's other open links of that purpose.
+CREATE INDEX IF NOT EXISTS email_links_user_idx ON email_links (user_id, purpose) WHERE used_at IS NULL;
+CREATE INDEX IF NOT EXISTS email_links_expires_idx ON email_links (expires_at);  -- rpc/auth/housekeeping.py
+
+-- Invitations into a hiring account (Settings > Team, `bin/admin invite`): a single-use link valid 7 days.
+-- Resending replaces the token (the old link dies); accepting makes a verified employer of the account.
+CREATE TABLE IF NOT EXISTS invitations (
+    id           uuid           NOT NULL DEFAULT gen_random_uuid(),
+    account_id   uuid           NOT NULL,
+    email        text           NOT NULL,
+    invited_by   uuid,
+    token_hash   bytea          NOT NULL,
+    created_at   timestamptz(0) NOT NULL DEFAULT now(),
+    expires_at   timestamptz    NOT NULL,
+    accepted_at  timestamptz(0),
+    revoked_at   timestamptz(0),
+    CONSTRAINT invitations_pkey PRIMARY KEY (id),
+    CONSTRAINT invitations_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
+    CONSTRAINT invitations_invited_by_fkey FOREIGN KEY (invited_by) REFERENCES users (id) ON DELETE SET NULL,
+    CONSTRAINT invitations_email_check CHECK (email = lower(email) AND length(email) BETWEEN 3 AND 254),
+    CONSTRAINT invitations_token_hash_key UNIQUE (token_hash)
+);
+-- One open invitation per account and address: inviting again resends it.
+CREATE UNIQUE INDEX IF NOT EXISTS invitations_open_key ON invitations (account_id, email)
+    WHERE accepted_at IS NULL AND revoked_at IS NULL;
+
+-- Outgoing e-mail, written in the transaction of the change it announces and sent by the queue's workers
+-- (job `hire.send_mail`). The message is sealed with SERVICE_SECRET_KEY (it carries a live link) and
+-- dropped once sent; the row stays as the record.
+CREATE TABLE IF NOT EXISTS mail_messages (
+    id              uuid           NOT NULL DEFAULT gen_random_uuid(),
+    kind            text           NOT NULL,
+    recipient       text           NOT NULL,
+    message_sealed  bytea,
+    status          text           NOT NULL DEFAULT 'pending',
+    attempts        integer        NOT NULL DEFAULT 0,
+    last_error      text,
+    created_at      timestamptz(0) NOT NULL DEFAULT now(),
+    sent_at         timestamptz(0),
+    CONSTRAINT mail_messages_pkey PRIMARY KEY (id),
+    CONSTRAINT mail_messages_status_check CHECK (status IN ('pending', 'sent', 'failed')),
+    CONSTRAINT mail_messages_sealed_check CHECK ((status = 'pending') = (message_sealed IS NOT NULL))
+);
+CREATE INDEX IF NOT EXISTS mail_messages_created_idx ON mail_messages (created_at DESC);
 
 -- ---------------------------------------------------------------------------------------------------
 -- Jobs

@@ -17,6 +17,8 @@ from rpc.auth.external import ExternalProvider
 from rpc.auth.identity import IdentityProvider
 from rpc.auth.keyring import KeyRing
 from rpc.auth.passwords import Passwords
+from rpc.auth.people import People
+from rpc.auth.teams import Teams
 from rpc.core.business import Business
 from rpc.core.crypto import Sealer
 from rpc.core.dispatch import Dispatcher
@@ -25,6 +27,7 @@ from rpc.core.vocabulary import Vocabulary
 from rpc.db.pool import Pool, open_pool
 from rpc.limits.ratelimit import RateLimiter
 from rpc.limits.throttle import Throttle, open_storage
+from rpc.mail.outbox import Mail
 from rpc.ops.metrics import Metrics
 from rpc.outbox.emit import Emitter, build_emitter
 from rpc.outbox.endpoints import Webhooks
@@ -52,6 +55,8 @@ class Services:
     providers: Mapping[str, Provider]
     metrics: Metrics
     counters: Storage  # the rate limiter's counters (the panel's overview reads the account's windows)
+    people: People  # sign-up, verification, password reset and change (CONTRACT.md §19)
+    teams: Teams
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -70,13 +75,15 @@ class Services:
             external = ExternalProvider(settings, http) if settings.auth_issuer else None
             metrics = Metrics(settings.metrics_allow, pool)
             counters = open_storage(settings.rate_limit_storage)
+            passwords = Passwords(settings.password_hash_concurrency)
+            mail = Mail(settings, emitter.queue)
             services = cls(
                 settings=settings,
                 registry=registry,
                 vocabulary=vocabulary,
                 pool=pool,
                 keyring=keyring,
-                identity=IdentityProvider(settings, keyring, Passwords(settings.password_hash_concurrency)),
+                identity=IdentityProvider(settings, keyring, passwords),
                 throttle=_throttle(settings, counters),
                 dispatcher=Dispatcher(
                     registry,
@@ -94,6 +101,8 @@ class Services:
                 providers=business.providers,
                 metrics=metrics,
                 counters=counters,
+                people=People(settings, passwords, mail),
+                teams=Teams(settings, passwords, mail),
             )
             if deliver:
                 sender = await stack.enter_async_context(Sender(guard(settings)))
@@ -116,6 +125,9 @@ def _throttle(settings: Settings, counters: Storage) -> Throttle:
         {
             "signin_email": settings.signin_limits_per_email,
             "signin_address": settings.signin_limits_per_address,
+            # sign-up, password reset and a new verification link: each sends mail, so counted apart from sign-in
+            "people_email": settings.signin_limits_per_email,
+            "people_address": settings.signin_limits_per_address,
             # per client id as claimed, before authentication: caps abuse (secrets have 256 bits)
             "oauth_token_client": settings.oauth_token_limit_per_client,
             "oauth_token_address": settings.signin_limits_per_address,

@@ -6,6 +6,7 @@ import ipaddress
 import os
 import re
 import secrets
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -17,6 +18,8 @@ import msgspec
 PROJECT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = PROJECT / ".data"
 
+# Seconds before each attempt to send an e-mail: retried for two days (CONTRACT.md §19: at least one).
+MAIL_RETRY_WAITS = (0, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 43200, 86400)
 Environment = Literal["development", "test", "production"]
 S = TypeVar("S", bound=msgspec.Struct)
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$")
@@ -55,6 +58,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     payment_notification_limit_per_address: str = "600/minute"
     panel_write_limit_per_user: str = "60/minute"
     password_hash_concurrency: int = 4
+    smtp_url: str | None = None
+    mail_from: str | None = None
+    ssl_cert_file: str | None = None
+    mail_retry_waits: tuple[float, ...] = MAIL_RETRY_WAITS
+    # How long the links of CONTRACT.md §19 live, in seconds (tests shrink them instead of sleeping).
+    verify_link_lifetime: float = 24 * 3600
+    reset_link_lifetime: float = 3600
+    invite_link_lifetime: float = 7 * 24 * 3600
     db_pool_min: int = 2
     db_pool_max: int = 10
     db_pool_timeout: float = 5.0
@@ -130,6 +141,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             "payment_notification_limit_per_address": env.get("PAYMENT_NOTIFICATION_LIMIT_PER_ADDRESS", "600/minute"),
             "panel_write_limit_per_user": env.get("PANEL_WRITE_LIMIT_PER_USER", "60/minute"),
             "password_hash_concurrency": env.get("PASSWORD_HASH_CONCURRENCY", "4"),
+            "smtp_url": env.get("SMTP_URL") or None,
+            "mail_from": env.get("MAIL_FROM") or None,
+            "ssl_cert_file": env.get("SSL_CERT_FILE") or None,
+            "mail_retry_waits": _floats(env.get("MAIL_RETRY_WAITS") or ",".join(map(str, MAIL_RETRY_WAITS))),
+            "verify_link_lifetime": env.get("VERIFY_LINK_LIFETIME", str(24 * 3600)),
+            "reset_link_lifetime": env.get("RESET_LINK_LIFETIME", "3600"),
+            "invite_link_lifetime": env.get("INVITE_LINK_LIFETIME", str(7 * 24 * 3600)),
             "db_pool_min": env.get("DB_POOL_MIN", "2"),
             "db_pool_max": env.get("DB_POOL_MAX", "10"),
             "db_pool_timeout": env.get("DB_POOL_TIMEOUT", "5"),
@@ -164,6 +182,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raise SettingsError("WEBHOOK_RETRY_WAITS needs at least one non-negative number")
         if self.webhook_timeout <= 0 or self.worker_heartbeat <= 0 or self.webhook_per_endpoint < 1:
             raise SettingsError("WEBHOOK_TIMEOUT, WORKER_HEARTBEAT and WEBHOOK_PER_ENDPOINT must be positive")
+        if self.smtp_url and urllib.parse.urlsplit(self.smtp_url).scheme not in ("smtp", "smtps"):
+            raise SettingsError("SMTP_URL must start with smtp:// (STARTTLS when offered) or smtps:// (implicit TLS)")
+        if not self.mail_retry_waits or any(w < 0 for w in self.mail_retry_waits):
+            raise SettingsError("MAIL_RETRY_WAITS needs at least one non-negative number")
         if self.password_hash_concurrency < 1:
             raise SettingsError("PASSWORD_HASH_CONCURRENCY must be at least 1")
         try:

@@ -31,6 +31,9 @@ from rpc.core.types import ROLES, Connection
 from rpc.settings import Settings
 
 AUDIENCE = "hire-api"
+# The user's session epoch when the token was issued: a password reset or change, a removal from the team or
+# "sign out everywhere" raises the epoch, and every session token issued before stops at its next use.
+SESSION_EPOCH_CLAIM = "sep"
 _NO_PROBES: Mapping[str, str] = {}
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 
@@ -45,12 +48,13 @@ _TOUCH_API_KEY = """
 UPDATE api_keys SET last_used_at = now()
 WHERE id = %(credential_key)s AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
 """
-# A token of the built-in provider holds while its user exists and the key that signed it is not retired.
+# A token of the built-in provider holds while its user exists, at the session epoch it was issued in, and the key
+# that signed it is not retired.
 _LIVE_KEY = "EXISTS (SELECT FROM signing_keys WHERE kid = %(credential_kid)s AND retired_at IS NULL)"
 _USER_BY_ID = f"""
 SELECT u.id AS user_id, u.account_id, u.role, a.plan
 FROM users AS u JOIN accounts AS a ON a.id = u.account_id
-WHERE u.id = %(credential_user)s AND {_LIVE_KEY}
+WHERE u.id = %(credential_user)s AND u.session_epoch = %(credential_epoch)s AND {_LIVE_KEY}
 """
 # The grant's primary key: one indexed lookup, folded into the user lookup. A revoked grant (or a deleted
 # client, whose grants go with it) finds no row.
@@ -87,7 +91,10 @@ def _gone(kind: CredentialKind) -> Unauthenticated:
         return InvalidApiKey()
     if kind == "oauth":
         return InvalidToken("The token's authorization was revoked.")
-    return InvalidToken("The token's user, or the key that signed it, no longer exists.")
+    return InvalidToken(
+        "The token's user, or the key that signed it, no longer exists, or its sessions were ended (a password "
+        "change, a removal from the team, or signing out everywhere)."
+    )
 
 
 class Authenticator:
@@ -192,7 +199,11 @@ class Authenticator:
             if access_tokens.is_access_token(header):
                 return await self._access_token(conn, token, header, digest, live_key)
             claims = _decode_builtin(token, public_key, self._settings.issuer)
-            lookup = {"credential_user": claims["sub"], **live_key}
+            lookup = {
+                "credential_user": claims["sub"],
+                "credential_epoch": claims.get(SESSION_EPOCH_CLAIM, 0),
+                **live_key,
+            }
             return await self._user(conn, _USER_BY_ID, lookup, digest, claims["exp"])
         if self._external is None:
             raise InvalidToken("The token was not signed by a key this service knows.")
@@ -282,6 +293,8 @@ def _decode_builtin(token: str, public_key: Any, issuer: str) -> dict[str, Any]:
             options={"require": ["exp", "iat", "iss", "aud", "sub"]},
         )
         uuid.UUID(str(claims["sub"]))
+        if not isinstance(claims.get(SESSION_EPOCH_CLAIM, 0), int):
+            raise ValueError("the session epoch is not an integer")
     except jwt.ExpiredSignatureError as exc:
         raise TokenExpired() from exc
     except (jwt.PyJWTError, ValueError) as exc:

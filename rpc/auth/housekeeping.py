@@ -21,11 +21,13 @@ _FORGET_EXPIRED = (
     "DELETE FROM web_sessions WHERE expires_at < now()",
     "DELETE FROM refresh_tokens WHERE expires_at < now()",
     "DELETE FROM oauth_refresh_tokens WHERE expires_at < now()",
+    "DELETE FROM email_links WHERE expires_at < now()",
 )
 
 
 async def forget_expired(conn: Connection) -> int:
-    """Delete the expired sessions and refresh tokens (each table in its own statement); how many went."""
+    """Delete the expired sessions, refresh tokens and mailed links (each table in its own statement); how many
+    went."""
     gone = 0
     for statement in _FORGET_EXPIRED:
         cursor = await conn.execute(statement)
@@ -34,7 +36,7 @@ async def forget_expired(conn: Connection) -> int:
 
 
 async def _forget_on_schedule(conn: Connection, emitter: Emitter) -> None:
-    log.info("forgot %d expired sessions and refresh tokens", await forget_expired(conn))
+    log.info("forgot %d expired sessions, refresh tokens and mailed links", await forget_expired(conn))
 
 
 PERIODIC = Periodic(cron=SCHEDULE, run=_forget_on_schedule)

@@ -9,34 +9,49 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
+from dataclasses import dataclass
 
 import msgspec
 
-from rpc.auth.authenticate import AUDIENCE
+from rpc.auth.authenticate import AUDIENCE, SESSION_EPOCH_CLAIM
 from rpc.auth.keyring import ACCESS_TOKEN_SECONDS, KeyRing
 from rpc.auth.passwords import Passwords
 from rpc.core.crypto import random_token, token_hash
-from rpc.core.errors import InvalidCredentials, InvalidToken
+from rpc.core.errors import EmailNotVerified, InvalidCredentials, InvalidToken
 from rpc.core.types import Connection
 from rpc.settings import Settings
 
 REFRESH_TOKEN_LIFETIME = dt.timedelta(days=30)
 
-_USER_BY_EMAIL = "SELECT id, password_hash FROM users WHERE email = %(email)s AND issuer IS NULL"
+_USER_BY_EMAIL = """
+SELECT id, password_hash, session_epoch, email_verified_at IS NOT NULL AS verified
+FROM users WHERE email = %(email)s AND issuer IS NULL
+"""
+_SIGNED_IN = "UPDATE users SET last_signin_at = now() WHERE id = %(id)s"
 _INSERT_REFRESH = """
 INSERT INTO refresh_tokens (family_id, user_id, token_hash, expires_at)
 VALUES (%(family_id)s, %(user_id)s, %(hash)s, now() + %(lifetime)s)
 """
 _LOCK_REFRESH = """
-SELECT id, family_id, user_id, expires_at < now() AS expired, used_at IS NOT NULL AS used,
-       revoked_at IS NOT NULL AS revoked
-FROM refresh_tokens WHERE token_hash = %(hash)s
-FOR UPDATE
+SELECT r.id, r.family_id, r.user_id, r.expires_at < now() AS expired, r.used_at IS NOT NULL AS used,
+       r.revoked_at IS NOT NULL AS revoked, u.session_epoch
+FROM refresh_tokens AS r JOIN users AS u ON u.id = r.user_id
+WHERE r.token_hash = %(hash)s
+FOR UPDATE OF r
 """
 _MARK_USED = "UPDATE refresh_tokens SET used_at = now() WHERE id = %(id)s"
 _REVOKE_FAMILY = """
 UPDATE refresh_tokens SET revoked_at = now() WHERE family_id = %(family_id)s AND revoked_at IS NULL
 """
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    """Who a right e-mail and password belong to."""
+
+    user_id: str
+    session_epoch: int
+    verified: bool
 
 
 class TokenPair(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,8 +71,9 @@ class IdentityProvider:
         self._keyring = keyring
         self.passwords = passwords
 
-    def access_token(self, user_id: str, expires_in: int = ACCESS_TOKEN_SECONDS) -> str:
-        """A session JWT for `user_id`; a negative `expires_in` gives an already expired one (tests, support)."""
+    def access_token(self, user_id: str, session_epoch: int, expires_in: int = ACCESS_TOKEN_SECONDS) -> str:
+        """A session JWT for `user_id`, valid while the user's session epoch stays `session_epoch` (claim `sep`);
+        a negative `expires_in` gives an already expired one (tests, support)."""
         now = int(time.time())
         claims = {
             "iss": self._settings.issuer,
@@ -66,22 +82,30 @@ class IdentityProvider:
             "iat": min(now, now + expires_in),
             "exp": now + expires_in,
             "jti": uuid.uuid4().hex,
+            SESSION_EPOCH_CLAIM: session_epoch,
         }
         return self._keyring.sign(claims)
 
-    async def check_password(self, conn: Connection, email: str, password: str) -> str:
-        """The id of the built-in provider's user with this e-mail and password; `InvalidCredentials` otherwise,
-        in the same time whether or not the e-mail is known."""
+    async def check_password(self, conn: Connection, email: str, password: str) -> Person:
+        """The built-in provider's user with this e-mail and password; `InvalidCredentials` otherwise, in the same
+        time whether or not the e-mail is known. Whether the e-mail is verified is told only to the password."""
         cursor = await conn.execute(_USER_BY_EMAIL, {"email": email.strip().lower()})
         row = await cursor.fetchone()
         if not await self.passwords.verify(row["password_hash"] if row else None, password) or row is None:
             raise InvalidCredentials()
-        return str(row["id"])
+        return Person(user_id=str(row["id"]), session_epoch=row["session_epoch"], verified=row["verified"])
+
+    async def signed_in(self, conn: Connection, person: Person) -> None:
+        """Refuse an unverified e-mail (`403 email_not_verified`); else note the sign-in (Settings > Team)."""
+        if not person.verified:
+            raise EmailNotVerified()
+        await conn.execute(_SIGNED_IN, {"id": person.user_id})
 
     async def login(self, conn: Connection, email: str, password: str) -> TokenPair:
-        user_id = await self.check_password(conn, email, password)
+        person = await self.check_password(conn, email, password)
         async with conn.transaction():
-            return await self._issue(conn, user_id, uuid.uuid4())
+            await self.signed_in(conn, person)
+            return await self._issue(conn, person.user_id, person.session_epoch, uuid.uuid4())
 
     async def refresh(self, conn: Connection, refresh_token: str) -> TokenPair:
         async with conn.transaction():
@@ -91,12 +115,12 @@ class IdentityProvider:
                 raise InvalidToken("The refresh token is not valid.")
             if not row["used"]:
                 await conn.execute(_MARK_USED, {"id": row["id"]})
-                return await self._issue(conn, str(row["user_id"]), row["family_id"])
+                return await self._issue(conn, str(row["user_id"]), row["session_epoch"], row["family_id"])
             await conn.execute(_REVOKE_FAMILY, {"family_id": row["family_id"]})
         # Outside the transaction, so that the family's revocation is committed before we refuse.
         raise InvalidToken("The refresh token was already used; every token of its sign-in is revoked.")
 
-    async def _issue(self, conn: Connection, user_id: str, family_id: uuid.UUID) -> TokenPair:
+    async def _issue(self, conn: Connection, user_id: str, session_epoch: int, family_id: uuid.UUID) -> TokenPair:
         refresh_token = random_token()
         await conn.execute(
             _INSERT_REFRESH,
@@ -107,4 +131,4 @@ class IdentityProvider:
                 "lifetime": REFRESH_TOKEN_LIFETIME,
             },
         )
-        return TokenPair(access_token=self.access_token(user_id), refresh_token=refresh_token)
+        return TokenPair(access_token=self.access_token(user_id, session_epoch), refresh_token=refresh_token)

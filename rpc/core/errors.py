@@ -2,6 +2,7 @@
 
 RpcError (500 internal_error)
 ├── InvalidJson (400)
+├── InvalidLink (400)
 ├── Unauthenticated (401; carries WWW-Authenticate)
 │   ├── MissingCredentials
 │   ├── InvalidToken
@@ -10,7 +11,8 @@ RpcError (500 internal_error)
 │   └── InvalidCredentials
 ├── Forbidden (403)
 │   ├── InsufficientScope
-│   └── HttpsRequired
+│   ├── HttpsRequired
+│   └── EmailNotVerified
 ├── NotFound (404)
 │   └── UnknownProcedure
 ├── MethodNotAllowed (405; carries Allow)
@@ -53,6 +55,14 @@ class InvalidJson(RpcError):
     status = 400
     code = "invalid_json"
     default_message = "The request body must be a JSON object."
+
+
+class InvalidLink(RpcError):
+    """A mailed token (password reset, verification, invitation) that is unknown, used or expired."""
+
+    status = 400
+    code = "invalid_token"
+    default_message = "The link is not valid: it was already used, it expired, or it was replaced by a newer one."
 
 
 class Unauthenticated(RpcError):
@@ -129,6 +139,13 @@ class HttpsRequired(Forbidden):
 
     code = "https_required"
     default_message = "This service is served over HTTPS only."
+
+
+class EmailNotVerified(Forbidden):
+    """The built-in provider's sign-in before the person followed the link of the sign-up mail."""
+
+    code = "email_not_verified"
+    default_message = "Confirm your e-mail address first: follow the link we sent you (or ask for a new one)."
 
 
 class NotFound(RpcError):

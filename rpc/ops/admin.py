@@ -15,12 +15,16 @@ from rpc.auth.identity import IdentityProvider
 from rpc.auth.keyring import KeyRing
 from rpc.auth.oauth_clients import InvalidClientSpec, create_client
 from rpc.auth.passwords import Passwords
+from rpc.auth.teams import TEAM_ROLES, Teams
 from rpc.core.crypto import Sealer
+from rpc.core.errors import InvalidParams, RpcError
 from rpc.core.types import ROLES, Connection
 from rpc.core.vocabulary import Vocabulary
 from rpc.db.pool import one_row
+from rpc.mail.outbox import Mail
 from rpc.ops import oauth_demo as demo
 from rpc.outbox.endpoints import InvalidEndpoint, Webhooks
+from rpc.outbox.queue import Queue
 from rpc.settings import Settings
 
 DEMO_WAIT_SECONDS = 300.0
@@ -33,11 +37,13 @@ class AdminError(Exception):
 _ACCOUNT_EXISTS = "SELECT id FROM accounts WHERE id = %(id)s"
 _INSERT_ACCOUNT = "INSERT INTO accounts (name) VALUES (%(name)s) RETURNING id"
 _INSERT_USER = """
-INSERT INTO users (account_id, role, email, password_hash)
-VALUES (%(account_id)s, %(role)s, %(email)s, %(password_hash)s)
+INSERT INTO users (account_id, role, email, password_hash, email_verified_at)
+VALUES (%(account_id)s, %(role)s, %(email)s, %(password_hash)s, now())
 RETURNING id
 """
-_USER_BY_EMAIL = "SELECT id, account_id, role FROM users WHERE email = %(email)s AND issuer IS NULL"
+_USER_BY_EMAIL = """
+SELECT id, account_id, role, session_epoch, display_name FROM users WHERE email = %(email)s AND issuer IS NULL
+"""
 _DELIVERY_ACCOUNT = """
 SELECT ep.account_id FROM webhook_deliveries AS d JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
 WHERE d.id = %(id)s
@@ -89,8 +95,30 @@ async def mint_token(conn: Connection, settings: Settings, *, email: str, expire
         raise AdminError("mint-token is refused on a production deployment")
     user = await _user(conn, email)
     keyring = await KeyRing.load(conn, Sealer(settings.secret_key))
-    token = IdentityProvider(settings, keyring, Passwords()).access_token(str(user["id"]), expires_in)
+    identity = IdentityProvider(settings, keyring, Passwords())
+    token = identity.access_token(str(user["id"]), user["session_epoch"], expires_in)
     return {"access_token": token}
+
+
+async def invite(conn: Connection, settings: Settings, *, inviter_email: str, invitee: str) -> dict[str, Any]:
+    """Invite `invitee` into the account of `inviter_email` (an employer or admin): the invitation is mailed,
+    and its id and link are printed. An invitee that already has a user is refused."""
+    inviter = await _user(conn, inviter_email)
+    if inviter["role"] not in TEAM_ROLES:
+        raise AdminError(f"{inviter_email} is a {inviter['role']}: only employers and admins have a team")
+    teams = Teams(settings, Passwords(), Mail(settings, Queue()))
+    try:
+        sent = await teams.invite_member(
+            conn,
+            str(inviter["account_id"]),
+            {"id": str(inviter["id"]), "name": inviter["display_name"] or _email(inviter_email)},
+            invitee,
+        )
+    except InvalidParams as exc:
+        raise AdminError("--invitee is not an e-mail address") from exc
+    except RpcError as exc:
+        raise AdminError(exc.message) from exc
+    return {"invitation_id": sent.invitation_id, "link": sent.link}
 
 
 async def create_api_key(

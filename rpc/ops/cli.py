@@ -20,6 +20,7 @@ from rpc.app import assemble, create_app, prepare_database
 from rpc.core.crypto import SealError
 from rpc.core.types import Connection
 from rpc.db.embedded import EmbeddedPostgres
+from rpc.mail.transport import transport_for
 from rpc.ops import admin as ops
 from rpc.outbox.emit import build_emitter
 from rpc.outbox.endpoints import Webhooks
@@ -130,6 +131,8 @@ def _where_to_go(settings: Settings, url: str, listening: str) -> dict[str, Any]
         "database": _where(settings),
         "api_reference": f"{listening}/docs",
         "panel": f"{listening}/panel",
+        "sign_up": f"{listening}/web/signup",
+        "mail": transport_for(settings).description,
     }
     if not asyncio.run(_anyone(url)):
         where["first_step"] = (
@@ -203,6 +206,9 @@ def admin(argv: list[str] | None = None) -> None:
     demo.add_argument("--email", required=True, help="a user of the account that owns the demo app")
     demo.add_argument("--scopes", default="read:profile,read:jobs", help="comma-separated scopes to ask for")
     demo.add_argument("--port", type=int, default=8765, help="the loopback port the browser comes back to")
+    invite = commands.add_parser("invite", help="e-mail an invitation into the inviter's hiring account")
+    invite.add_argument("--email-of-inviter", required=True, help="an employer or admin of the account")
+    invite.add_argument("--invitee", required=True, help="the e-mail address to invite")
     plan = commands.add_parser("set-plan", help="put a user's account on a plan")
     plan.add_argument("--email", required=True)
     plan.add_argument("--plan", required=True)
@@ -256,6 +262,7 @@ async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict
             public=args.public,
             scopes=_list(args.scopes) if args.scopes is not None else None,
         ),
+        "invite": lambda conn: ops.invite(conn, settings, inviter_email=args.email_of_inviter, invitee=args.invitee),
         "set-plan": lambda conn: ops.set_plan(conn, vocabulary, email=args.email, plan=args.plan),
         "oauth-demo": lambda conn: ops.oauth_demo(
             conn, settings, vocabulary, email=args.email, scopes=_list(args.scopes), port=args.port

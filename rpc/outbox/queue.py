@@ -1,6 +1,7 @@
-"""The write side of the durable queue (procrastinate, on PostgreSQL): deferring a delivery's job on the caller's
-connection, so that it commits or rolls back with the caller's transaction. It knows the worker's task only by
-name: writing to the queue loads nothing of the worker, its HTTP client or its periodic work.
+"""The write side of the durable queue (procrastinate, on PostgreSQL): deferring a webhook delivery's or an
+e-mail's job on the caller's connection, so that it commits or rolls back with the caller's transaction. It knows
+the worker's tasks only by name: writing to the queue loads nothing of the worker, its HTTP client or its periodic
+work.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from rpc.core.types import Connection
 
 QUEUE = "webhooks"
 DELIVER_TASK = "hire.deliver_webhook"
+MAIL_TASK = "hire.send_mail"
 
 
 class Queue:
@@ -26,9 +28,12 @@ class Queue:
         self._app = procrastinate.App(connector=procrastinate.PsycopgConnector())
 
     async def enqueue(self, conn: Connection, delivery_ids: Iterable[str], at: dt.datetime | None = None) -> None:
-        jobs: list[JSONDict] = [{"delivery_id": delivery_id} for delivery_id in delivery_ids]
+        await self.defer(conn, DELIVER_TASK, [{"delivery_id": delivery_id} for delivery_id in delivery_ids], at)
+
+    async def defer(self, conn: Connection, task: str, jobs: list[JSONDict], at: dt.datetime | None = None) -> None:
+        """Jobs of the worker's task named `task` (webhook delivery, e-mail), due at `at` (default: now)."""
         if jobs:
-            deferrer = self._app.configure_task(DELIVER_TASK, queue=QUEUE, connection=conn, schedule_at=at)
+            deferrer = self._app.configure_task(task, queue=QUEUE, connection=conn, schedule_at=at)
             await deferrer.batch_defer_async(*jobs)
 
 

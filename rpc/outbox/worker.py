@@ -1,4 +1,5 @@
-"""The webhook worker: one procrastinate job per attempt; our tables are the record.
+"""The webhook worker (which also sends e-mail: `rpc.mail.postman`): one procrastinate job per attempt; our
+tables are the record.
 
 A job makes one HTTP attempt and records it in the same transaction that either finishes the delivery
 (`succeeded`, or `failed` after the last attempt) or defers the job of the next attempt, due one wait
@@ -24,10 +25,11 @@ from rpc.auth import housekeeping
 from rpc.core import idempotency
 from rpc.core.crypto import Sealer
 from rpc.db.pool import Pool
+from rpc.mail.postman import Postman, send_mail
 from rpc.ops.metrics import Metrics
 from rpc.outbox.emit import Emitter
 from rpc.outbox.periodic import Periodic
-from rpc.outbox.queue import DELIVER_TASK, QUEUE, Queue
+from rpc.outbox.queue import DELIVER_TASK, MAIL_TASK, QUEUE, Queue
 from rpc.outbox.sender import Answer, Sender
 from rpc.outbox.signatures import ENDPOINT_SEAL_PURPOSE, signed_headers
 from rpc.outbox.ssrf import BlockedDestination
@@ -81,6 +83,7 @@ def worker_app(periodic: Mapping[str, Periodic]) -> procrastinate.App:
     """
     app = procrastinate.App(connector=procrastinate.PsycopgConnector())
     app.task(name=DELIVER_TASK, queue=QUEUE, pass_context=True)(deliver_webhook)
+    app.task(name=MAIL_TASK, queue=QUEUE, pass_context=True)(send_mail)
     _schedule(app, "retry_stalled_jobs", "* * * * * */5", retry_stalled_jobs)  # every 5 seconds
     for name, job in {**FRAMEWORK_PERIODIC, **periodic}.items():
         _schedule(app, name, job.cron, _periodic(name, job))
@@ -330,7 +333,12 @@ async def run_worker(
         fetch_job_polling_interval=polling_interval(settings.webhook_retry_waits),
         queues=[QUEUE],
         concurrency=concurrency,
-        additional_context={"deliverer": deliverer, "emitter": emitter, "stalled_after": 3 * heartbeat},
+        additional_context={
+            "deliverer": deliverer,
+            "postman": Postman(settings, deliverer.pool, emitter.queue),
+            "emitter": emitter,
+            "stalled_after": 3 * heartbeat,
+        },
         install_signal_handlers=signals,
         delete_jobs="successful",
         update_heartbeat_interval=heartbeat,

@@ -43,6 +43,11 @@ NOTICES = {
     "app_updated": "The redirect URIs were saved.",
     "app_deleted": "The application was deleted, with every authorization and token it held.",
     "access_revoked": "Access was revoked. The application's tokens stop working at once.",
+    "invitation_sent": "The invitation is on its way. The link in it works once, for 7 days.",
+    "invitation_resent": "A new invitation is on its way; the link of the previous one no longer works.",
+    "invitation_revoked": "The invitation was revoked: its link no longer works.",
+    "member_removed": "The member was removed. Their sessions, API keys and authorized apps stopped at once.",
+    "profile_saved": "Your profile was saved.",
 }
 
 

@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from rpc.web import authorize, docs, signin, token
+from rpc.web import authorize, docs, people, signin, token
 from rpc.web.pages import stylesheet
 
 
@@ -24,6 +24,16 @@ routes = [
     Route("/web/signin", signin.signin_page, methods=["GET"]),
     Route("/web/signin", signin.signin, methods=["POST"]),
     Route("/web/signout", signin.signout, methods=["POST"]),
+    Route("/web/signup", people.signup_page, methods=["GET"]),
+    Route("/web/signup", people.signup, methods=["POST"]),
+    Route("/web/verify", people.verify, methods=["GET"]),
+    Route("/web/verify/resend", people.resend_verification, methods=["POST"]),
+    Route("/web/password-reset", people.reset_request_page, methods=["GET"]),
+    Route("/web/password-reset", people.reset_request, methods=["POST"]),
+    Route("/web/reset", people.reset_page, methods=["GET"]),
+    Route("/web/reset", people.reset, methods=["POST"]),
+    Route("/web/invite", people.invitation_page, methods=["GET"]),
+    Route("/web/invite", people.accept_invitation, methods=["POST"]),
     Route("/web/apps", signin.apps_page, methods=["GET"]),
     Route("/web/apps/revoke", signin.revoke_app, methods=["POST"]),
     Route("/web/static/style.css", stylesheet, methods=["GET"]),

@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from rpc.auth.oauth import authorized_apps, revoke_access
 from rpc.auth.routes import client_address
-from rpc.core.errors import InvalidCredentials, PayloadTooLarge, RateLimited
+from rpc.core.errors import EmailNotVerified, InvalidCredentials, PayloadTooLarge, RateLimited
 from rpc.web.forms import FormError, read_form, single
 from rpc.web.pages import DEFAULT_LANDING, local_path, redirect, signin_url
 from rpc.web.state import Web, web
@@ -32,7 +32,14 @@ async def signin_page(request: Request) -> Response:
 
 
 def _signin_form(
-    request: Request, state: Web, next_path: str, *, status: int = 200, email: str = "", error: str = ""
+    request: Request,
+    state: Web,
+    next_path: str,
+    *,
+    status: int = 200,
+    email: str = "",
+    error: str = "",
+    unverified: bool = False,
 ) -> Response:
     binding, new = state.sessions.signin_binding(request)
     response = state.pages.render(
@@ -42,6 +49,8 @@ def _signin_form(
         next=next_path,
         email=email,
         error=error,
+        unverified=unverified,
+        resend_csrf_token=state.sessions.csrf_token("people", binding),
     )
     if new:
         state.sessions.set_signin_cookie(response, binding)
@@ -69,13 +78,17 @@ async def signin(request: Request) -> Response:
         return state.pages.rate_limited(exc)
     async with state.pool.connection() as conn:
         try:
-            user_id = await state.identity.check_password(conn, email, password)
+            person = await state.identity.check_password(conn, email, password)
+            await state.identity.signed_in(conn, person)
         except InvalidCredentials:
             error = "The e-mail or password is wrong."
             return _signin_form(request, state, next_path, status=400, email=email, error=error)
+        except EmailNotVerified:
+            error = "Confirm your e-mail address first: follow the link we sent you, or ask for a new one below."
+            return _signin_form(request, state, next_path, status=403, email=email, error=error, unverified=True)
         except RateLimited as exc:
             return state.pages.rate_limited(exc)
-        session = await state.sessions.start(conn, user_id)
+        session = await state.sessions.start(conn, person.user_id)
         previous = await state.sessions.current(conn, request)
         if previous is not None:  # signing in again (perhaps as someone else) ends the session it replaces
             await state.sessions.end(conn, previous.session)

@@ -9,6 +9,8 @@ from starlette.requests import Request
 
 from rpc.auth.identity import IdentityProvider
 from rpc.auth.oauth import AuthorizationServer, ScopePolicy
+from rpc.auth.people import People
+from rpc.auth.teams import Teams
 from rpc.db.pool import Pool
 from rpc.limits.throttle import Throttle
 from rpc.services import Services
@@ -28,6 +30,8 @@ class Web:
     # The services' one throttle: groups `signin_email` and `signin_address` (shared with /auth/login), and
     # `oauth_token_client` and `oauth_token_address` for /oauth/token and /oauth/revoke.
     throttle: Throttle
+    people: People
+    teams: Teams
 
     @classmethod
     def build(cls, services: Services, policy: ScopePolicy) -> Web:
@@ -40,6 +44,8 @@ class Web:
             sessions=SessionStore(settings),
             pages=Pages(),
             throttle=services.throttle,
+            people=services.people,
+            teams=services.teams,
         )
 
 

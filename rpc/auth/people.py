@@ -1,0 +1,231 @@
+"""Sign-up, e-mail verification, password reset and change for the built-in identity provider (CONTRACT.md §19).
+
+Nobody can learn from these whether an address has an account: sign-up and reset answer the same either way
+and do the same work (sign-up hashes the password whatever happens; the mail that tells the two cases apart
+goes to the address itself). A password reset or change ends every session of the person at once
+(`end_sessions`); their API keys stay.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import psycopg
+
+from rpc.auth import links
+from rpc.auth.passwords import Passwords
+from rpc.core.envelope import Params
+from rpc.core.errors import InvalidCredentials, InvalidParams
+from rpc.core.types import Connection
+from rpc.db.pool import one_row
+from rpc.mail.outbox import Mail
+from rpc.settings import Settings
+
+MIN_PASSWORD_LENGTH = 10
+MAX_PASSWORD_LENGTH = 1024
+MAX_EMAIL_LENGTH = 254
+MAX_NAME_LENGTH = 200
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# The most common passwords of at least 10 characters in public breach corpora: refused outright.
+COMMON_PASSWORDS = frozenset(
+    {
+        "1234567890", "0987654321", "1111111111", "0000000000", "123456789a", "a123456789", "qwertyuiop",
+        "1q2w3e4r5t", "1qaz2wsx3edc", "qwerty1234", "qwerty12345", "password12", "password123", "password1234",
+        "iloveyou12", "passw0rd123", "abcdefghij", "abc1234567", "123123123123", "1234567890a", "asdfghjkl1",
+        "zaq12wsxcde", "qwertyuiop1", "welcome123", "letmein123", "changeme123", "administrator", "football12",
+        "princess12", "sunshine12", "123qweasdzxc", "12345qwert", "qazwsxedcrfv", "1q2w3e4r5t6y",
+    }
+)  # fmt: skip
+
+_USER_BY_EMAIL = """
+SELECT id::text AS id, email_verified_at IS NOT NULL AS verified
+FROM users WHERE email = %(email)s AND issuer IS NULL
+FOR UPDATE
+"""
+_NEW_USER = """
+WITH account AS (INSERT INTO accounts (name) VALUES (%(account_name)s) RETURNING id)
+INSERT INTO users (account_id, role, email, password_hash, display_name)
+SELECT account.id, %(role)s, %(email)s, %(password_hash)s, %(display_name)s FROM account
+RETURNING id::text AS id
+"""
+_REPLACE_PENDING = "UPDATE users SET password_hash = %(password_hash)s, updated_at = now() WHERE id = %(id)s"
+_VERIFIED = "UPDATE users SET email_verified_at = coalesce(email_verified_at, now()) WHERE id = %(id)s"
+_PERSON = "SELECT email, password_hash FROM users WHERE id = %(id)s AND issuer IS NULL"
+_NEW_HASH = """
+UPDATE users SET password_hash = %(password_hash)s, email_verified_at = coalesce(email_verified_at, now()),
+       updated_at = now()
+WHERE id = %(id)s
+"""
+# Every session token (by the epoch it carries), refresh token and web session of the person.
+_END_SESSIONS = """
+WITH epoch AS (
+    UPDATE users SET session_epoch = session_epoch + 1 WHERE id = %(id)s RETURNING id
+), refresh AS (
+    UPDATE refresh_tokens SET revoked_at = now() WHERE user_id = %(id)s AND revoked_at IS NULL
+)
+DELETE FROM web_sessions WHERE user_id = %(id)s
+"""
+
+
+class SignUp(Params, frozen=True, kw_only=True):
+    email: str
+    password: str
+    role: Literal["candidate", "employer"]
+    display_name: str | None = None
+    account_name: str | None = None
+
+
+def normal_email(email: str) -> str:
+    return email.strip().lower()
+
+
+def email_problem(email: str) -> str | None:
+    if len(email) > MAX_EMAIL_LENGTH or not _EMAIL.match(email):
+        return "Enter an e-mail address such as name@example.com."
+    return None
+
+
+def password_problem(password: str, email: str) -> str | None:
+    """Why `password` is refused for the person with `email`, or None."""
+    if len(password) < MIN_PASSWORD_LENGTH:
+        return f"Use at least {MIN_PASSWORD_LENGTH} characters."
+    if len(password) > MAX_PASSWORD_LENGTH:
+        return f"Use at most {MAX_PASSWORD_LENGTH} characters."
+    folded = password.strip().lower()
+    if folded in (email, email.partition("@")[0]):
+        return "Your password may not be your e-mail address."
+    if folded in COMMON_PASSWORDS:
+        return "This password is among the most common ones; choose another."
+    return None
+
+
+def invalid(problems: dict[str, str | None]) -> None:
+    """Raise `422 invalid_params` with one entry per field that has a problem."""
+    errors = [{"field": field, "message": message} for field, message in problems.items() if message]
+    if errors:
+        raise InvalidParams(errors)
+
+
+def name_problem(name: str | None) -> str | None:
+    if name is not None and len(name.strip()) > MAX_NAME_LENGTH:
+        return f"Use at most {MAX_NAME_LENGTH} characters."
+    return None
+
+
+async def end_sessions(conn: Connection, user_id: str) -> None:
+    """Stop every session token, refresh token and web session of the person at their next use (API keys and
+    OAuth grants stay). Part of the caller's transaction."""
+    await conn.execute(_END_SESSIONS, {"id": user_id})
+
+
+class People:
+    """The flows, with the services they need: password hashing, the mail outbox and the links' lifetimes."""
+
+    def __init__(self, settings: Settings, passwords: Passwords, mail: Mail) -> None:
+        self._settings = settings
+        self._passwords = passwords
+        self.mail = mail
+
+    async def sign_up(self, conn: Connection, params: SignUp) -> None:
+        """A new person gets a verification link; a known verified address a reset link instead; a known
+        unverified one (a sign-up never confirmed) takes the new password and gets a new verification link."""
+        email = normal_email(params.email)
+        invalid(
+            {
+                "email": email_problem(email),
+                "password": password_problem(params.password, email),
+                "display_name": name_problem(params.display_name),
+                "account_name": name_problem(params.account_name),
+            }
+        )
+        password_hash = await self._passwords.hash(params.password)  # known or not: the same work
+        async with conn.transaction():
+            known = await (await conn.execute(_USER_BY_EMAIL, {"email": email})).fetchone()
+            if known is None:
+                known = await self._create(conn, params, email, password_hash)
+                if known is None:  # created by a concurrent sign-up a moment ago: that one mails the link
+                    return
+            elif known["verified"]:
+                link = await self._link(conn, "reset", known["id"], email, self._settings.reset_link_lifetime)
+                await self.mail.send(conn, "account_exists", email, link=link)
+                return
+            else:
+                await conn.execute(_REPLACE_PENDING, {"id": known["id"], "password_hash": password_hash})
+            await self._send_verification(conn, known["id"], email)
+
+    async def _create(self, conn: Connection, params: SignUp, email: str, password_hash: str) -> dict[str, str] | None:
+        account_name = (params.account_name or "").strip() if params.role == "employer" else ""
+        values = {
+            "account_name": (account_name or email)[:MAX_NAME_LENGTH],
+            "role": params.role,
+            "email": email,
+            "password_hash": password_hash,
+            "display_name": (params.display_name or "").strip() or None,
+        }
+        try:
+            async with conn.transaction():
+                return dict(await one_row(await conn.execute(_NEW_USER, values)))
+        except psycopg.errors.UniqueViolation:
+            return None
+
+    async def resend_verification(self, conn: Connection, email: str) -> None:
+        """A new verification link for a known, unverified address; nothing otherwise (and the same answer)."""
+        email = normal_email(email)
+        async with conn.transaction():
+            known = await (await conn.execute(_USER_BY_EMAIL, {"email": email})).fetchone()
+            if known is not None and not known["verified"]:
+                await self._send_verification(conn, known["id"], email)
+
+    async def verify(self, conn: Connection, token: str) -> str:
+        """Mark the link's person verified; their id. `InvalidLink` for a used, expired or unknown link."""
+        async with conn.transaction():
+            user_id = await links.use(conn, "verify", token)
+            await conn.execute(_VERIFIED, {"id": user_id})
+        return user_id
+
+    async def request_reset(self, conn: Connection, email: str) -> None:
+        """A reset link for a known, verified address; nothing otherwise (and the same answer)."""
+        email = normal_email(email)
+        async with conn.transaction():
+            known = await (await conn.execute(_USER_BY_EMAIL, {"email": email})).fetchone()
+            if known is not None and known["verified"]:
+                link = await self._link(conn, "reset", known["id"], email, self._settings.reset_link_lifetime)
+                await self.mail.send(conn, "reset", email, link=link)
+
+    async def reset_password(self, conn: Connection, token: str, password: str) -> str:
+        """The password reset (audit: `password.reset`): sets the password of the link's person and ends every
+        session of theirs; their id. A refused password leaves the link usable."""
+        if len(password) > MAX_PASSWORD_LENGTH:
+            invalid({"password": password_problem(password, "")})
+        password_hash = await self._passwords.hash(password)
+        async with conn.transaction():
+            user_id = await links.use(conn, "reset", token)
+            person = await one_row(await conn.execute(_PERSON, {"id": user_id}))
+            invalid({"password": password_problem(password, person["email"])})
+            await self._set_password(conn, user_id, password_hash)
+        return user_id
+
+    async def change_password(self, conn: Connection, user_id: str, current: str, new: str) -> None:
+        """A signed-in person's change (the current password required); ends every session of theirs.
+        `InvalidCredentials` for a wrong current password, `InvalidParams` for a refused new one."""
+        person = await (await conn.execute(_PERSON, {"id": user_id})).fetchone()
+        if person is None or not await self._passwords.verify(person["password_hash"], current):
+            raise InvalidCredentials("The current password is wrong.")
+        invalid({"new_password": password_problem(new, person["email"])})
+        password_hash = await self._passwords.hash(new)
+        async with conn.transaction():
+            await self._set_password(conn, user_id, password_hash)
+
+    async def _set_password(self, conn: Connection, user_id: str, password_hash: str) -> None:
+        await conn.execute(_NEW_HASH, {"id": user_id, "password_hash": password_hash})
+        await links.void(conn, user_id, "reset")
+        await end_sessions(conn, user_id)
+
+    async def _send_verification(self, conn: Connection, user_id: str, email: str) -> None:
+        link = await self._link(conn, "verify", user_id, email, self._settings.verify_link_lifetime)
+        await self.mail.send(conn, "verify", email, link=link)
+
+    async def _link(self, conn: Connection, purpose: links.Purpose, user_id: str, email: str, lifetime: float) -> str:
+        token = await links.issue(conn, purpose, user_id, email, lifetime)
+        return self.mail.composer.link("/web/verify" if purpose == "verify" else "/web/reset", token)

@@ -1,0 +1,90 @@
+"""Where mail goes: an SMTP server (`SMTP_URL`), or `.eml` files under `$DATA_DIR/mail/` (the embedded default).
+
+`smtp://user:pass@host:port` upgrades with STARTTLS whenever the server offers it; `smtps://` speaks TLS from the
+first byte. Certificates are verified against the system's trust store, or only against `SSL_CERT_FILE` when set.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import re
+import ssl
+import urllib.parse
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Protocol
+
+import aiosmtplib
+
+from rpc.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SMTP_TIMEOUT = 30.0
+_LINK = re.compile(r"https?://\S+")
+
+
+class Transport(Protocol):
+    description: str
+
+    async def deliver(self, message: EmailMessage) -> None:
+        """Hand the message over; raises when it could not be (the caller retries)."""
+
+
+class SmtpTransport:
+    """Sends through the SMTP server of `SMTP_URL`."""
+
+    def __init__(self, url: str, cert_file: str | None) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self._implicit_tls = parts.scheme == "smtps"
+        self._host = parts.hostname or "localhost"
+        self._port = parts.port or (465 if self._implicit_tls else 25)
+        self._username = urllib.parse.unquote(parts.username) if parts.username else None
+        self._password = urllib.parse.unquote(parts.password) if parts.password else None
+        # cafile replaces the default trust store rather than adding to it (create_default_context loads the
+        # system's certificates only when given no cafile).
+        self._tls = ssl.create_default_context(cafile=cert_file)
+        self.description = f"SMTP server {self._host}:{self._port} ({'TLS' if self._implicit_tls else 'STARTTLS'})"
+
+    async def deliver(self, message: EmailMessage) -> None:
+        await aiosmtplib.send(
+            message,
+            hostname=self._host,
+            port=self._port,
+            username=self._username,
+            password=self._password,
+            use_tls=self._implicit_tls,
+            start_tls=False if self._implicit_tls else None,  # None: STARTTLS whenever the server offers it
+            tls_context=self._tls,
+            timeout=SMTP_TIMEOUT,
+        )
+
+
+class FileTransport:
+    """Writes each message as `<time>-<id>.eml` under a directory and logs its links: development without a
+    mail server. Written under a temporary name, then renamed, so a reader never sees half a message."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self.description = f".eml files in {directory}"
+
+    async def deliver(self, message: EmailMessage) -> None:
+        self._directory.mkdir(parents=True, exist_ok=True)
+        message_id = str(message["Message-ID"]).strip("<>").partition("@")[0]
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        path = self._directory / f"{stamp}-{message_id}.eml"
+        draft = path.with_suffix(".part")
+        draft.write_bytes(message.as_bytes())
+        os.replace(draft, path)
+        body = message.get_body(("plain",))
+        links = _LINK.findall(body.get_content()) if body is not None else []
+        log.info("mail to %s (%s) written to %s; links: %s", message["To"], message["Subject"], path, " ".join(links))
+
+
+def transport_for(settings: Settings) -> Transport:
+    """The SMTP server of `SMTP_URL`, else the `.eml` directory."""
+    if settings.smtp_url:
+        return SmtpTransport(settings.smtp_url, settings.ssl_cert_file)
+    return FileTransport(settings.data_path / "mail")

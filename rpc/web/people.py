@@ -1,0 +1,243 @@
+"""The web pages of CONTRACT.md §19: sign-up, e-mail verification (and a new link), password reset, and
+accepting an invitation. Every form carries a CSRF token bound to the pre-session cookie of the sign-in form
+(purpose `people`); every page has `Referrer-Policy: no-referrer` and loads nothing from elsewhere, so the token
+in a link never leaves this site. A used, expired or unknown link answers a `400` page that offers a new one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from rpc.auth import links
+from rpc.auth.people import SignUp
+from rpc.auth.routes import after_answer, client_address, throttle_people
+from rpc.auth.teams import InviteeHasAccount
+from rpc.core.errors import InvalidLink, InvalidParams, PayloadTooLarge, RateLimited
+from rpc.web.forms import Fields, FormError, read_form, single
+from rpc.web.pages import redirect
+from rpc.web.state import Web, web
+
+PURPOSE = "people"  # of the CSRF tokens of these forms
+ROLES = ("employer", "candidate")
+_LINK_INVALID = {
+    "verify": "This confirmation link was already used, has expired, or was replaced by a newer one. If your "
+    "address is not confirmed yet, we can send you a new link.",
+    "reset": "This password-reset link was already used, has expired, or was replaced by a newer one. "
+    "Ask for a new one below.",
+    "invite": "This invitation was already accepted, has expired, or was revoked. Ask the person who invited "
+    "you to send it again.",
+}
+
+
+def _form_page(request: Request, state: Web, template: str, status: int = 200, **context: Any) -> Response:
+    """A page with a form of this module, its CSRF token bound to the pre-session cookie (set if new)."""
+    binding, new = state.sessions.signin_binding(request)
+    response = state.pages.render(template, status, csrf_token=state.sessions.csrf_token(PURPOSE, binding), **context)
+    if new:
+        state.sessions.set_signin_cookie(response, binding)
+    return response
+
+
+async def _posted(request: Request, state: Web, *names: str) -> dict[str, str] | Response:
+    """The named fields of a posted form (absent ones as ''), or the page that refuses it (unreadable: 400;
+    without a valid CSRF token: 403)."""
+    try:
+        form: Fields = await read_form(request)
+        values = {name: single(form, name) or "" for name in ("csrf_token", *names)}
+    except (FormError, PayloadTooLarge):
+        return state.pages.error(400, "Bad request", "The form could not be read.")
+    if not state.sessions.csrf_valid(PURPOSE, state.sessions.signin_cookie_value(request), values["csrf_token"]):
+        return state.pages.forbidden()
+    return values
+
+
+def _errors(exc: InvalidParams) -> dict[str, str]:
+    return {entry["field"]: entry["message"] for entry in (exc.details or {}).get("errors", [])}
+
+
+def _check_email(state: Web, email: str) -> Response:
+    message = (
+        f"If {email} can receive it, a message is on its way there. Follow its link to go on; "
+        "it may take a minute, and it may land in your spam folder."
+    )
+    return state.pages.render("people_message.html", 200, title="Check your e-mail", message=message, link=None)
+
+
+def _link_invalid(request: Request, state: Web, kind: str) -> Response:
+    """`400`: the link does not work (any more); the page offers a new one (verification: a form for it)."""
+    return _form_page(request, state, "link_invalid.html", 400, kind=kind, message=_LINK_INVALID[kind])
+
+
+# sign-up ------------------------------------------------------------------------------------------------
+
+
+async def signup_page(request: Request) -> Response:
+    """`GET /web/signup`."""
+    state = web(request)
+    return _form_page(request, state, "signup.html", values={"role": "employer"}, errors={})
+
+
+async def signup(request: Request) -> Response:
+    """`POST /web/signup` with `email`, `password`, `role`, `display_name`, `account_name`."""
+    state = web(request)
+    values = await _posted(request, state, "email", "password", "role", "display_name", "account_name")
+    if isinstance(values, Response):
+        return values
+    shown = {name: value for name, value in values.items() if name not in ("password", "csrf_token")}
+    if values["role"] not in ROLES:
+        return _form_page(request, state, "signup.html", 422, values=shown, errors={"role": "Choose one."})
+    params = SignUp(
+        email=values["email"],
+        password=values["password"],
+        role="employer" if values["role"] == "employer" else "candidate",
+        display_name=values["display_name"] or None,
+        account_name=values["account_name"] or None,
+    )
+    try:
+        await throttle_people(state.throttle, request, params.email)
+        async with state.pool.connection() as conn:
+            await state.people.sign_up(conn, params)
+    except RateLimited as exc:
+        return state.pages.rate_limited(exc)
+    except InvalidParams as exc:
+        return _form_page(request, state, "signup.html", 422, values=shown, errors=_errors(exc))
+    return _check_email(state, values["email"].strip().lower())
+
+
+# verification -------------------------------------------------------------------------------------------
+
+
+async def verify(request: Request) -> Response:
+    """`GET /web/verify?token=...`: the link of the sign-up mail; following it confirms the address."""
+    state = web(request)
+    try:
+        async with state.pool.connection() as conn:
+            await state.people.verify(conn, request.query_params.get("token", ""))
+    except InvalidLink:
+        return _link_invalid(request, state, "verify")
+    message = "Your e-mail address is confirmed. You can sign in now."
+    return state.pages.render(
+        "people_message.html", title="E-mail confirmed", message=message, link=("/web/signin", "Sign in")
+    )
+
+
+async def resend_verification(request: Request) -> Response:
+    """`POST /web/verify/resend` with `email`: the same answer whether or not a link was sent."""
+    state = web(request)
+    values = await _posted(request, state, "email")
+    if isinstance(values, Response):
+        return values
+    try:
+        await throttle_people(state.throttle, request, values["email"])
+    except RateLimited as exc:
+        return state.pages.rate_limited(exc)
+    answer = _check_email(state, values["email"].strip().lower())
+    answer.background = after_answer(state.pool, state.people.resend_verification, values["email"])
+    return answer
+
+
+# password reset -----------------------------------------------------------------------------------------
+
+
+async def reset_request_page(request: Request) -> Response:
+    """`GET /web/password-reset`: ask for a link."""
+    return _form_page(request, web(request), "reset_request.html", email="")
+
+
+async def reset_request(request: Request) -> Response:
+    """`POST /web/password-reset` with `email`: the same answer whether or not the address is known."""
+    state = web(request)
+    values = await _posted(request, state, "email")
+    if isinstance(values, Response):
+        return values
+    try:
+        await throttle_people(state.throttle, request, values["email"])
+    except RateLimited as exc:
+        return state.pages.rate_limited(exc)
+    answer = _check_email(state, values["email"].strip().lower())
+    answer.background = after_answer(state.pool, state.people.request_reset, values["email"])
+    return answer
+
+
+async def reset_page(request: Request) -> Response:
+    """`GET /web/reset?token=...`: the new-password form, if the link still works (it is used by the POST)."""
+    state = web(request)
+    token = request.query_params.get("token", "")
+    async with state.pool.connection() as conn:
+        if not token or not await links.is_open(conn, "reset", token):
+            return _link_invalid(request, state, "reset")
+    return _form_page(request, state, "reset.html", token=token, errors={})
+
+
+async def reset(request: Request) -> Response:
+    """`POST /web/reset` with `token`, `password`: set it; every session of the person ends."""
+    state = web(request)
+    values = await _posted(request, state, "token", "password")
+    if isinstance(values, Response):
+        return values
+    try:
+        await state.throttle.hit_address("people_address", client_address(request))
+        async with state.pool.connection() as conn:
+            await state.people.reset_password(conn, values["token"], values["password"])
+    except RateLimited as exc:
+        return state.pages.rate_limited(exc)
+    except InvalidLink:
+        return _link_invalid(request, state, "reset")
+    except InvalidParams as exc:
+        return _form_page(request, state, "reset.html", 422, token=values["token"], errors=_errors(exc))
+    message = "Your new password is set, and you were signed out everywhere. API keys keep working."
+    return state.pages.render(
+        "people_message.html", title="Password changed", message=message, link=("/web/signin", "Sign in")
+    )
+
+
+# invitations --------------------------------------------------------------------------------------------
+
+
+async def invitation_page(request: Request) -> Response:
+    """`GET /web/invite?token=...`: who invites you, and the form to join."""
+    state = web(request)
+    token = request.query_params.get("token", "")
+    try:
+        async with state.pool.connection() as conn:
+            invitation = await state.teams.invitation(conn, token)
+    except InvalidLink:
+        return _link_invalid(request, state, "invite")
+    except InviteeHasAccount as exc:
+        return state.pages.error(409, "You already have an account", exc.message)
+    return _form_page(request, state, "invite.html", invitation=invitation, token=token, values={}, errors={})
+
+
+async def accept_invitation(request: Request) -> Response:
+    """`POST /web/invite` with `token`, `display_name`, `password`: join, and be signed in."""
+    state = web(request)
+    values = await _posted(request, state, "token", "display_name", "password")
+    if isinstance(values, Response):
+        return values
+    try:
+        await state.throttle.hit_address("people_address", client_address(request))
+        async with state.pool.connection() as conn:
+            user_id = await state.teams.accept_invitation(
+                conn, values["token"], values["display_name"], values["password"]
+            )
+            session = await state.sessions.start(conn, user_id)
+    except RateLimited as exc:
+        return state.pages.rate_limited(exc)
+    except InvalidLink:
+        return _link_invalid(request, state, "invite")
+    except InviteeHasAccount as exc:
+        return state.pages.error(409, "You already have an account", exc.message)
+    except InvalidParams as exc:
+        async with state.pool.connection() as conn:
+            invitation = await state.teams.invitation(conn, values["token"])
+        shown = {"display_name": values["display_name"]}
+        return _form_page(
+            request, state, "invite.html", 422, invitation=invitation, token=values["token"], values=shown,
+            errors=_errors(exc),
+        )  # fmt: skip
+    response = redirect("/panel")
+    state.sessions.set_session_cookie(response, session)
+    return response

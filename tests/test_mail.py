@@ -1,0 +1,152 @@
+"""Outgoing e-mail (CONTRACT.md §19): STARTTLS with a certificate trusted only through SSL_CERT_FILE, refused
+without it, retried until the server answers, given up after the last wait, `.eml` files without SMTP_URL, and
+written in the transaction of the change it announces."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rpc.core.types import Connection
+from rpc.mail.outbox import Mail
+from rpc.outbox.queue import Queue
+from rpc.settings import Settings, SettingsError
+from tests.smtp import SmtpServer
+from tests.support import Admin, LiveServer, free_port, settings_for
+from tests.test_people import new_email, sign_up
+
+SettingsFor = Callable[..., Settings]
+
+
+@pytest.fixture
+def configured(database: str, tmp_path: Path) -> SettingsFor:
+    def make(**env: str) -> Settings:
+        return settings_for(database, DATA_DIR=str(tmp_path / "data"), **env)
+
+    return make
+
+
+def message_row(
+    admin: Admin, email: str, wanted: Callable[[dict[str, Any]], bool], timeout: float = 30
+) -> dict[str, Any]:
+    """The mail row of `email` once `wanted` holds for it (the worker records each attempt)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = admin.sql(
+            "SELECT status, attempts, last_error, message_sealed FROM mail_messages WHERE recipient = %(e)s",
+            {"e": email},
+        )
+        if rows and wanted(rows[0]):
+            return rows[0]
+        assert time.monotonic() < deadline, rows
+        time.sleep(0.05)
+
+
+def test_starttls_with_a_certificate_trusted_through_ssl_cert_file(configured: SettingsFor, tmp_path: Path) -> None:
+    with SmtpServer(tls_dir=tmp_path) as smtp:
+        assert smtp.cert_file is not None
+        settings = configured(
+            SMTP_URL=smtp.url(credentials="mailer:s3cret%20p%40ss@"), SSL_CERT_FILE=str(smtp.cert_file)
+        )
+        email = new_email()
+        with LiveServer(settings) as live, live.client() as http:
+            sign_up(http, email)
+            mail = smtp.inbox.wait_for(email)
+        assert mail.tls, "upgraded with STARTTLS"
+        assert mail.login == "mailer", "the URL's credentials, percent-decoded"
+
+
+def test_an_untrusted_certificate_is_refused_and_retried(configured: SettingsFor, admin: Admin, tmp_path: Path) -> None:
+    with SmtpServer(tls_dir=tmp_path) as smtp:
+        settings = configured(SMTP_URL=smtp.url(credentials="mailer:s3cret%20p%40ss@"))
+        email = new_email()
+        with LiveServer(settings) as live, live.client() as http:
+            sign_up(http, email)
+            row = message_row(admin, email, lambda row: row["attempts"] >= 1)
+        assert "CERTIFICATE_VERIFY_FAILED" in row["last_error"], row
+        assert row["status"] == "pending", "it will be tried again"
+        assert smtp.inbox.to(email) == []
+
+
+def test_a_failed_send_is_retried_until_the_server_answers(configured: SettingsFor, admin: Admin) -> None:
+    port = free_port()
+    settings = configured(SMTP_URL=f"smtp://127.0.0.1:{port}", MAIL_RETRY_WAITS="0,0.5,0.5,0.5,0.5,0.5,0.5,0.5")
+    email = new_email()
+    with LiveServer(settings) as live, live.client() as http:
+        sign_up(http, email)
+        message_row(admin, email, lambda row: row["attempts"] >= 1 and row["last_error"])
+        with SmtpServer(port=port) as smtp:
+            mail = smtp.inbox.wait_for(email)
+            row = message_row(admin, email, lambda row: row["status"] == "sent")
+    assert mail.link().startswith("/web/verify?token=")
+    assert row["attempts"] >= 2 and row["message_sealed"] is None
+
+
+def test_after_the_last_wait_the_message_is_given_up(configured: SettingsFor, admin: Admin) -> None:
+    settings = configured(SMTP_URL=f"smtp://127.0.0.1:{free_port()}", MAIL_RETRY_WAITS="0,0.2")
+    email = new_email()
+    with LiveServer(settings) as live, live.client() as http:
+        sign_up(http, email)
+        row = message_row(admin, email, lambda row: row["status"] == "failed")
+    assert row["attempts"] == 2 and row["message_sealed"] is None, "nothing with a live link is kept"
+
+
+def test_without_smtp_each_message_is_an_eml_file(
+    configured: SettingsFor, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = configured()
+    email = new_email()
+    with caplog.at_level("INFO", logger="rpc.mail.transport"), LiveServer(settings) as live, live.client() as http:
+        sign_up(http, email)
+        deadline = time.monotonic() + 30
+        while not list((tmp_path / "data" / "mail").glob("*.eml")):
+            assert time.monotonic() < deadline, "no .eml file"
+            time.sleep(0.05)
+        [path] = (tmp_path / "data" / "mail").glob("*.eml")
+        content = path.read_text()
+        assert f"To: {email}" in content and "/web/verify?token=" in content
+        deadline = time.monotonic() + 5
+        while "/web/verify?token=" not in caplog.text:
+            assert time.monotonic() < deadline, "the link is logged"
+            time.sleep(0.05)
+
+
+def test_mail_is_written_with_its_transaction(admin: Admin) -> None:
+    recipient = f"rolled-back-{uuid.uuid4().hex[:8]}@example.test"
+
+    class Abandon(Exception):
+        pass
+
+    async def write_then_roll_back(conn: Connection) -> int:
+        try:
+            async with conn.transaction():
+                await Mail(admin.settings, Queue()).send(conn, "verify", recipient, link="http://x/web/verify?token=t")
+                raise Abandon
+        except Abandon:
+            pass
+        cursor = await conn.execute("SELECT count(*) AS n FROM mail_messages WHERE recipient = %(r)s", {"r": recipient})
+        row = await cursor.fetchone()
+        assert row is not None
+        return int(row["n"])
+
+    assert admin.run(write_then_roll_back) == 0
+    jobs_before = admin.sql("SELECT count(*) AS n FROM procrastinate_jobs WHERE task_name = 'hire.send_mail'")[0]["n"]
+
+    async def write(conn: Connection) -> None:
+        async with conn.transaction():
+            await Mail(admin.settings, Queue()).send(conn, "verify", recipient, link="http://x/web/verify?token=t")
+
+    admin.run(write)
+    assert admin.sql("SELECT count(*) AS n FROM mail_messages WHERE recipient = %(r)s", {"r": recipient})[0]["n"] == 1
+    jobs = admin.sql("SELECT count(*) AS n FROM procrastinate_jobs WHERE task_name = 'hire.send_mail'")[0]["n"]
+    assert jobs == jobs_before + 1
+
+
+def test_a_settings_typo_stops_the_start(database: str) -> None:
+    with pytest.raises(SettingsError, match="SMTP_URL"):
+        settings_for(database, SMTP_URL="smtpx://mail.example")
