@@ -13,6 +13,7 @@ import html
 import logging
 import re
 import secrets
+import socket
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
@@ -25,6 +26,7 @@ import pytest
 
 from rpc.ops import admin as ops
 from tests.browser import Browser
+from tests.fake_paytr import FakePayTR
 from tests.receiver import Receiver, Reply
 from tests.support import Admin, LiveServer, User, bearer, settings_for
 
@@ -34,14 +36,23 @@ REDIRECT = "https://app.example/callback"
 
 
 @pytest.fixture(scope="module")
-def settings(database: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Short retry waits (two attempts) so that failed deliveries fail within the test; sign-in unthrottled."""
+def paytr() -> Iterator[FakePayTR]:
+    with FakePayTR("123456", "panel-test-key-x7Qe", "panel-test-salt-P3w") as provider:
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def settings(database: str, paytr: FakePayTR, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Short retry waits (two attempts) so that failed deliveries fail within the test; sign-in unthrottled; a
+    local fake payment provider behind Billing's Upgrade."""
     return settings_for(
         database,
         DATA_DIR=str(tmp_path_factory.mktemp("data")),
         SIGNIN_LIMIT_PER_EMAIL="100000/minute",
         WEBHOOK_RETRY_WAITS="0,0.2",
         WEBHOOK_TIMEOUT="3",
+        PAYTR_TIMEOUT="2",
+        **paytr.settings(),
     )
 
 
@@ -454,6 +465,41 @@ def test_billing_lists_the_accounts_records_and_the_providers_return(
     assert "did not go through" not in text(open_page(browser, "/panel/billing?payment=<script>"))
 
 
+def test_upgrade_opens_the_apis_checkout_and_shows_its_page_once(
+    browser_of: Any, admin: Admin, owner: User, paytr: FakePayTR
+) -> None:
+    browser = browser_of(owner)
+    page = open_page(browser, "/panel/billing")
+    [pro] = [f for f in forms_of(page) if f.action == "/panel/billing/upgrade" and f.values("plan") == ["pro"]]
+
+    def upgrade(plan: str) -> httpx.Response:
+        fields = [(name, plan if name == "plan" else value) for name, value in pro.fields]
+        return browser.http.post(
+            "/panel/billing/upgrade",
+            content=urllib.parse.urlencode(fields),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+
+    bad = upgrade("free")
+    assert bad.status_code == 400 and "paid plans" in text(bad)
+    answer = upgrade("pro")
+    location = see_other(answer)
+    assert location.startswith("/panel/billing?reveal=")
+    shown = open_page(browser, location)
+    token = paytr.requests[-1].token
+    assert f'href="https://www.paytr.com/odeme/guvenli/{token}"' in shown.text, "a link to the provider's page"
+    assert "Continue to payment" in text(shown) and "pending" in text(shown)
+
+    again = open_page(browser, location)
+    assert token not in again.text and "shown once" in text(again), "a reload opens no second checkout"
+    rows = admin.sql(
+        "SELECT s.plan, s.status, p.status AS paid"
+        " FROM subscriptions AS s JOIN payments AS p ON p.subscription_id = s.id WHERE s.account_id = %(a)s",
+        {"a": owner.account_id},
+    )
+    assert rows == [{"plan": "pro", "status": "pending", "paid": "pending"}]
+
+
 # --- Settings > API keys ------------------------------------------------------------------------------------
 
 
@@ -485,6 +531,47 @@ def test_a_new_key_is_shown_once_and_calls_the_api(
     assert "CI pipeline" in listing and row["prefix"] + "…" in listing and "live" in listing and "write:jobs" in listing
     assert "never" not in listing.split("CI pipeline")[1].split("Revoke")[0], "last used is shown"
     assert key not in caplog.text
+
+
+def test_reloading_the_page_of_a_new_key_makes_no_second_key_and_hides_it(
+    browser_of: Any, admin: Admin, owner: User, live: LiveServer
+) -> None:
+    browser = browser_of(owner)
+    page = open_page(browser, "/panel/api-keys")
+    answer = submit(browser, page, "/panel/api-keys", {"name": "Once", "scopes": ["read:jobs"], "mode": "test"})
+    location = see_other(answer)
+    assert location.startswith("/panel/api-keys?reveal=") and answer.text == ""
+
+    other_tab = signed_in(live, owner)  # the same person in another browser session: the reveal is not theirs
+    assert 'id="new-key"' not in open_page(other_tab, location).text
+    other_tab.close()
+
+    key = element_value(open_page(browser, location), "new-key")
+    reloaded = open_page(browser, location)
+    assert key not in reloaded.text and 'id="new-key"' not in reloaded.text
+    assert "shown once and cannot be shown again" in text(reloaded)
+    assert admin.sql(
+        "SELECT count(*) AS n FROM api_keys WHERE name = 'Once' AND user_id = %(u)s", {"u": owner.user_id}
+    ) == [{"n": 1}]
+    shown = """
+        SELECT count(*) AS n FROM panel_reveals AS r JOIN api_keys AS k ON k.id::text = r.object_id
+        WHERE k.name = 'Once'
+    """
+    assert admin.sql(shown) == [{"n": 0}], "deleted when shown"
+
+
+def test_a_reveal_is_sealed_and_ends_with_the_session(browser_of: Any, admin: Admin, owner: User) -> None:
+    browser = browser_of(owner)
+    page = open_page(browser, "/panel/api-keys")
+    see_other(submit(browser, page, "/panel/api-keys", {"name": "Unseen", "scopes": ["read:jobs"], "mode": "test"}))
+    kept = """
+        SELECT r.secret_sealed FROM panel_reveals AS r JOIN api_keys AS k ON k.id::text = r.object_id
+        WHERE k.name = 'Unseen' AND k.user_id = %(u)s
+    """
+    [row] = admin.sql(kept, {"u": owner.user_id})
+    assert b"service_test_" not in bytes(row["secret_sealed"]), "sealed at rest"
+    see_other(submit(browser, open_page(browser, "/panel"), "/web/signout"))
+    assert admin.sql(kept, {"u": owner.user_id}) == [], "signing out forgets it"
 
 
 def test_key_form_errors_are_shown_next_to_the_fields(browser_of: Any, admin: Admin, owner: User) -> None:
@@ -581,6 +668,21 @@ def test_adding_an_endpoint_shows_its_secret_and_lists_it(
     assert secret not in open_page(browser, f"/panel/webhooks/{endpoint_id}").text, "shown on request only"
 
 
+def test_adding_an_endpoint_redirects_to_it_and_a_reload_adds_nothing(
+    browser_of: Any, admin: Admin, owner: User, receiver: Receiver
+) -> None:
+    browser = browser_of(owner)
+    page = open_page(browser, "/panel/webhooks")
+    answer = submit(browser, page, "/panel/webhooks", {"url": receiver.hook().url, "event_kinds": ["job.published"]})
+    location = see_other(answer)
+    assert re.fullmatch(r"/panel/webhooks/[0-9a-f-]{36}\?reveal=[\w-]+", location), "not answered at the list URL"
+    secret = element_value(open_page(browser, location), "signing-secret")
+    reloaded = open_page(browser, location)
+    assert secret not in reloaded.text and "shown once" in text(reloaded)
+    count = "SELECT count(*) AS n FROM webhook_endpoints WHERE account_id = %(a)s"
+    assert admin.sql(count, {"a": owner.account_id}) == [{"n": 1}]
+
+
 @pytest.mark.parametrize(
     ("fill", "field", "message"),
     [
@@ -673,6 +775,58 @@ def test_a_test_event_is_delivered_and_logged_with_every_attempt(
     assert "Attempts" in attempts and "200" in attempts and " ms" in attempts and "thanks" in attempts
     body = re.search(r'<pre class="body" id="delivery-body"[^>]*>(.*?)</pre>', detail.text, re.S)
     assert body and html.unescape(body.group(1)).encode() == got.body, "the exact bytes sent"
+    sent = headers_shown(detail, 1)
+    for name in ("webhook-id", "webhook-timestamp", "webhook-signature", "X-Service-Signature", "X-Service-Event"):
+        assert sent[name] == got.headers[name.lower()], name
+    assert secret not in detail.text, "a signature is shown, never the secret"
+
+
+def headers_shown(detail: httpx.Response, attempt: int) -> dict[str, str]:
+    """The headers the delivery page says attempt number `attempt` sent."""
+    block = re.search(rf'<pre class="headers" id="attempt-{attempt}-headers">(.*?)</pre>', detail.text, re.S)
+    assert block, detail.text
+    lines = html.unescape(block.group(1)).strip().splitlines()
+    return dict(line.split(": ", 1) for line in lines)
+
+
+def test_failed_attempts_say_what_went_wrong_in_words(
+    browser_of: Any, admin: Admin, owner: User, receiver: Receiver
+) -> None:
+    browser = browser_of(owner)
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    closed, _ = create_endpoint(browser, f"http://127.0.0.1:{port}/hook")
+    failing, _ = create_endpoint(browser, receiver.hook(default=Reply(500, b"boom")).url)
+    expected = {closed: f"could not connect to 127.0.0.1:{port}", failing: "receiver answered 500"}
+    for endpoint_id, words in expected.items():
+        send_test(browser, endpoint_id)
+        [delivery] = wait_for(admin, endpoint_id, ["failed"])
+        detail = open_page(browser, f"/panel/webhooks/{endpoint_id}/deliveries/{delivery['id']}")
+        assert text(detail).count(words) == 3, "both attempts and the last error, in words"
+        assert "Error:" not in text(detail) and "ssl:" not in text(detail), "no exception class names"
+        assert headers_shown(detail, 2)["webhook-signature"].startswith("v1,"), "headers even when nothing answered"
+
+
+def test_deleting_an_endpoint_asks_first_and_sends_it_nothing_more(
+    browser_of: Any, admin: Admin, owner: User, stranger: User, receiver: Receiver
+) -> None:
+    browser = browser_of(owner)
+    endpoint_id, _ = create_endpoint(browser, receiver.hook().url)
+    page = open_page(browser, f"/panel/webhooks/{endpoint_id}")
+    assert f'href="/panel/webhooks/{endpoint_id}/delete"' in page.text
+    theirs = browser_of(stranger)
+    assert theirs.get(f"/panel/webhooks/{endpoint_id}/delete").status_code == 404
+    token = form_of(open_page(theirs, "/panel/webhooks"), "/web/signout").values("csrf_token")[0]
+    assert theirs.http.post(f"/panel/webhooks/{endpoint_id}/delete", data={"csrf_token": token}).status_code == 404
+
+    confirm = open_page(browser, f"/panel/webhooks/{endpoint_id}/delete")
+    assert "cannot be undone" in text(confirm)
+    assert admin.sql("SELECT count(*) AS n FROM webhook_endpoints WHERE id = %(e)s", {"e": endpoint_id}) == [{"n": 1}]
+    done = follow(browser, submit(browser, confirm, f"/panel/webhooks/{endpoint_id}/delete"))
+    assert "The endpoint was deleted" in text(done) and endpoint_id not in done.text
+    assert admin.sql("SELECT count(*) AS n FROM webhook_endpoints WHERE id = %(e)s", {"e": endpoint_id}) == [{"n": 0}]
+    assert browser.get(f"/panel/webhooks/{endpoint_id}").status_code == 404
 
 
 def test_a_failed_delivery_can_be_redelivered_once(
@@ -954,15 +1108,24 @@ def test_another_accounts_apps_are_404(browser_of: Any, admin: Admin, owner: Use
     ]
 
 
-def _authorize(browser: Browser, client: httpx.Client, client_id: str) -> str:
-    """Consent to a public client on the OAuth server's own pages; its access token."""
+def _authorize(
+    browser: Browser, client: httpx.Client, client_id: str, scope: str = "read:profile", secret: str | None = None
+) -> str:
+    """Consent to a client on the OAuth server's own pages; its access token."""
+    return _tokens(browser, client, client_id, scope, secret)["access_token"]
+
+
+def _tokens(
+    browser: Browser, client: httpx.Client, client_id: str, scope: str, secret: str | None = None
+) -> dict[str, str]:
+    """Consent to a client (PKCE, and its secret when confidential); the token endpoint's answer."""
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
     params = {
         "client_id": client_id,
         "redirect_uri": REDIRECT,
         "response_type": "code",
-        "scope": "read:profile",
+        "scope": scope,
         "state": "s1",
         "code_challenge": challenge,
         "code_challenge_method": "S256",
@@ -979,11 +1142,12 @@ def _authorize(browser: Browser, client: httpx.Client, client_id: str) -> str:
             "redirect_uri": REDIRECT,
             "client_id": client_id,
             "code_verifier": verifier,
+            **({"client_secret": secret} if secret else {}),
         },
     )
     assert tokens.status_code == 200, tokens.text
-    access: str = tokens.json()["access_token"]
-    return access
+    answer: dict[str, str] = tokens.json()
+    return answer
 
 
 def test_authorized_apps_and_revoke_access(
