@@ -1168,6 +1168,65 @@ def test_authorized_apps_and_revoke_access(
     assert client.get("/v1/profile.me", headers=bearer(access)).status_code == 401
 
 
+def test_rotating_a_client_secret_shows_it_once_and_keeps_every_authorization(
+    browser_of: Any, admin: Admin, owner: User, stranger: User, client: httpx.Client
+) -> None:
+    developer = browser_of(stranger)
+    registered = register(developer, name="Payroll Bridge", scopes=["read:profile"])
+    client_id, old = element_value(registered, "client-id"), element_value(registered, "client-secret")
+    tokens = _tokens(browser_of(owner), client, client_id, "read:profile", old)
+
+    page = open_page(developer, f"/panel/oauth-apps/{client_id}")
+    location = see_other(submit(developer, page, f"/panel/oauth-apps/{client_id}/secret"))
+    new = element_value(open_page(developer, location), "client-secret")
+    assert new.startswith("hsec_") and new != old
+    assert new not in open_page(developer, location).text, "shown once"
+
+    def refresh(refresh_token: str, secret: str) -> httpx.Response:
+        data = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_id}
+        return client.post("/oauth/token", data={**data, "client_secret": secret})
+
+    assert refresh(tokens["refresh_token"], old).status_code == 401, "the old secret stops at once"
+    assert client.get("/v1/profile.me", headers=bearer(tokens["access_token"])).status_code == 200, "tokens stay"
+    refreshed = refresh(tokens["refresh_token"], new)
+    assert refreshed.status_code == 200, "the person's authorization stays: no new consent"
+
+    theirs = browser_of(owner)
+    token = form_of(open_page(theirs, "/panel"), "/web/signout").values("csrf_token")[0]
+    answer = theirs.http.post(f"/panel/oauth-apps/{client_id}/secret", data={"csrf_token": token})
+    assert answer.status_code == 404, "another account's application"
+    public_id = element_value(register(developer, client_type="public"), "client-id")
+    page = open_page(developer, f"/panel/oauth-apps/{public_id}")
+    assert f"/panel/oauth-apps/{public_id}/secret" not in page.text
+
+
+def test_renaming_an_app_and_narrowing_its_scopes_reach_existing_tokens(
+    browser_of: Any, admin: Admin, owner: User, stranger: User, client: httpx.Client
+) -> None:
+    developer = browser_of(stranger)
+    client_id = element_value(register(developer, name="Sync", client_type="public"), "client-id")
+    person = browser_of(owner)
+    access = _authorize(person, client, client_id, scope="read:profile read:jobs")
+    assert client.get("/v1/profile.me", headers=bearer(access)).status_code == 200
+
+    page = open_page(developer, f"/panel/oauth-apps/{client_id}")
+    action = f"/panel/oauth-apps/{client_id}/edit"
+    bad = submit(developer, page, action, {"name": "", "scopes": ["read:jobs"]})
+    assert bad.status_code == 400 and field_error(bad, "name")
+    assert submit(developer, page, action, {"scopes": []}).status_code == 400
+    done = follow(developer, submit(developer, page, action, {"name": "Calendar Sync", "scopes": ["read:jobs"]}))
+    assert "Calendar Sync" in text(done) and "Scopes taken away" in text(done)
+
+    assert client.get("/v1/profile.me", headers=bearer(access)).status_code == 403, "narrowed at the next request"
+    assert client.get("/v1/jobs.list", headers=bearer(access)).status_code == 200
+    authorized = text(open_page(person, "/panel/authorized-apps"))
+    assert "Calendar Sync" in authorized and "read:profile" not in authorized
+
+    follow(developer, submit(developer, page, action, {"name": "Calendar Sync", "scopes": ["read:profile"]}))
+    assert client.get("/v1/jobs.list", headers=bearer(access)).status_code == 401, "a grant left with no scope ends"
+    assert client.get("/v1/profile.me", headers=bearer(access)).status_code == 401, "and widening brings nothing back"
+
+
 # --- caps on what an account may create (CONTRACT.md §23) -------------------------------------------------------
 
 
