@@ -798,7 +798,13 @@ def test_failed_attempts_say_what_went_wrong_in_words(
         port = probe.getsockname()[1]
     closed, _ = create_endpoint(browser, f"http://127.0.0.1:{port}/hook")
     failing, _ = create_endpoint(browser, receiver.hook(default=Reply(500, b"boom")).url)
-    expected = {closed: f"could not connect to 127.0.0.1:{port}", failing: "receiver answered 500"}
+    plain = receiver.hook().url.replace("http://", "https://")  # TLS spoken to a server that speaks plain HTTP
+    tls, _ = create_endpoint(browser, plain)
+    expected = {
+        closed: f"could not connect to 127.0.0.1:{port}",
+        failing: "receiver answered 500",
+        tls: "TLS handshake failed",
+    }
     for endpoint_id, words in expected.items():
         send_test(browser, endpoint_id)
         [delivery] = wait_for(admin, endpoint_id, ["failed"])
