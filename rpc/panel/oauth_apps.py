@@ -77,8 +77,8 @@ async def app_page(panel: Panel) -> Response:
     """`GET /panel/oauth-apps/{client_id}`: the application, its name, scopes and redirect URIs to edit; with
     `?reveal=`, once, its rotated secret."""
     client = await _client(panel)
-    reveal = await reveals.take(panel, "oauth_secret")
-    if reveal is None or reveal.object_id != client.id:
+    reveal = await reveals.take(panel, "oauth_secret", object_id=client.id)
+    if reveal is None:
         return _app(panel, client, _values(client), notice=reveals.shown_already(panel, reveal))
     return _app(panel, client, _values(client), new_secret=reveal.secret)
 

@@ -40,7 +40,7 @@ VALUES (%(token_hash)s, %(session_hash)s, %(kind)s, %(object_id)s, %(secret_seal
 _TAKE = """
 DELETE FROM panel_reveals
 WHERE token_hash = %(token_hash)s AND session_hash = %(session_hash)s AND kind = ANY(%(kinds)s)
-  AND expires_at > now()
+  AND (%(object_id)s::text IS NULL OR object_id = %(object_id)s) AND expires_at > now()
 RETURNING kind, object_id, secret_sealed
 """
 
@@ -72,14 +72,20 @@ async def keep(panel: Panel, kind: Kind, object_id: str, secret: str | None) -> 
     return token
 
 
-async def take(panel: Panel, *kinds: Kind) -> Reveal | None:
-    """The reveal named by this page's `?reveal=` for this session (one of `kinds`), once: the row is gone after
-    this call."""
+async def take(panel: Panel, *kinds: Kind, object_id: str | None = None) -> Reveal | None:
+    """The reveal named by this page's `?reveal=` for this session (one of `kinds`, of the object `object_id` when
+    given), once: the row is gone after this call."""
     token = panel.request.query_params.get("reveal", "")
     if not token:
         return None
     cursor = await panel.conn.execute(
-        _TAKE, {"token_hash": token_hash(token), "session_hash": token_hash(panel.user.session), "kinds": list(kinds)}
+        _TAKE,
+        {
+            "token_hash": token_hash(token),
+            "session_hash": token_hash(panel.user.session),
+            "kinds": list(kinds),
+            "object_id": object_id,
+        },
     )
     row = await cursor.fetchone()
     if row is None:

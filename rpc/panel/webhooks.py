@@ -53,8 +53,9 @@ async def endpoint_page(panel: Panel) -> Response:
     """`GET /panel/webhooks/{id}?page=N`: settings, secret, test event and the delivery log; with `?reveal=`,
     once, the secret a form just made."""
     endpoint = await _get(panel)
-    reveal = await reveals.take(panel, "webhook_created", "webhook_rotated_now", "webhook_rotated_overlap")
-    if reveal is None or reveal.object_id != endpoint.id:
+    kinds: tuple[reveals.Kind, ...] = ("webhook_created", "webhook_rotated_now", "webhook_rotated_overlap")
+    reveal = await reveals.take(panel, *kinds, object_id=endpoint.id)
+    if reveal is None:
         return await _endpoint(panel, endpoint, notice=reveals.shown_already(panel, reveal))
     return await _endpoint(panel, endpoint, secret=reveal.secret, occasion=reveal.kind.removeprefix("webhook_"))
 
