@@ -98,4 +98,4 @@ def describe_failure(exc: Exception) -> str:
         return "the endpoint's URL cannot be requested"
     if isinstance(exc, aiohttp.ClientResponseError | aiohttp.ClientPayloadError):
         return "the receiver's answer was not valid HTTP"
-    return f"the request failed ({exc or type(exc).__name__})"[:500]
+    return f"the request failed: {exc}"[:500] if str(exc) else "the request failed"
