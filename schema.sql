@@ -359,6 +359,8 @@ CREATE TABLE IF NOT EXISTS webhook_attempts (
     error             text,
     -- The first KiB of the receiver's answer, for the panel.
     response_excerpt  text,
+    -- The headers this attempt sent (signatures included; never a secret), for the panel.
+    request_headers   jsonb,
     CONSTRAINT webhook_attempts_pkey PRIMARY KEY (id),
     CONSTRAINT webhook_attempts_delivery_fkey
         FOREIGN KEY (delivery_id) REFERENCES webhook_deliveries (id) ON DELETE CASCADE,
@@ -572,6 +574,23 @@ CREATE TABLE IF NOT EXISTS web_sessions (
 );
 CREATE INDEX IF NOT EXISTS web_sessions_user_idx ON web_sessions (user_id);
 CREATE INDEX IF NOT EXISTS web_sessions_expires_idx ON web_sessions (expires_at);
+
+-- A secret the panel has just made (a new API key, webhook signing secret or OAuth client secret), kept only for
+-- the one page the form's redirect leads to (post/redirect/get): sealed, bound to the browser session that made
+-- it, found by the SHA-256 of a random token in that page's address, deleted when shown or after ten minutes.
+CREATE TABLE IF NOT EXISTS panel_reveals (
+    token_hash     bytea          NOT NULL,
+    session_hash   bytea          NOT NULL,
+    kind           text           NOT NULL,
+    object_id      text           NOT NULL,
+    secret_sealed  bytea,
+    expires_at     timestamptz(0) NOT NULL,
+    CONSTRAINT panel_reveals_pkey PRIMARY KEY (token_hash),
+    CONSTRAINT panel_reveals_session_fkey
+        FOREIGN KEY (session_hash) REFERENCES web_sessions (token_hash) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS panel_reveals_session_idx ON panel_reveals (session_hash);
+CREATE INDEX IF NOT EXISTS panel_reveals_expires_idx ON panel_reveals (expires_at);
 
 -- ---------------------------------------------------------------------------------------------------
 -- Idempotent writes (CONTRACT.md §17): the answer a write gave, kept 24 hours under the account's key, in the

@@ -46,6 +46,7 @@ class Services:
     registry: Registry
     vocabulary: Vocabulary  # scopes, plans, event kinds, for the panel's forms
     pool: Pool
+    http: httpx.AsyncClient  # outgoing calls (the payment provider's checkout from the panel's Billing page)
     keyring: KeyRing
     identity: IdentityProvider
     throttle: Throttle
@@ -82,6 +83,7 @@ class Services:
                 registry=registry,
                 vocabulary=vocabulary,
                 pool=pool,
+                http=http,
                 keyring=keyring,
                 identity=IdentityProvider(settings, keyring, passwords),
                 throttle=_throttle(settings, counters),

@@ -50,14 +50,18 @@ def _present(admin: Admin, table: str, ids: list[str]) -> set[str]:
     return {row["id"] for row in rows}
 
 
-def test_expired_sessions_and_refresh_tokens_go_and_live_ones_stay(admin: Admin, employer: User) -> None:
-    seeded = _seed(admin, employer)
-
+def _forget_expired(admin: Admin) -> int:
     async def clean() -> int:
         async with await ops.connect(admin.database_url) as conn:
             return await housekeeping.forget_expired(conn)
 
-    assert asyncio.run(clean()) >= 3  # other tests' rows of this database may have expired too
+    return asyncio.run(clean())
+
+
+def test_expired_sessions_and_refresh_tokens_go_and_live_ones_stay(admin: Admin, employer: User) -> None:
+    seeded = _seed(admin, employer)
+
+    assert _forget_expired(admin) >= 3  # other tests' rows of this database may have expired too
     for table, ids in seeded.items():
         assert _present(admin, table, list(ids.values())) == {ids["live"]}, table
 
@@ -67,3 +71,22 @@ def test_the_workers_run_it_every_hour() -> None:
     tasks = worker_app({}).periodic_registry.periodic_tasks
     [periodic] = [task for (name, _), task in tasks.items() if name == "hire.forget_expired"]
     assert periodic.cron == housekeeping.SCHEDULE == "17 * * * *"
+
+
+def test_secrets_the_panel_kept_for_a_page_nobody_opened_go_after_ten_minutes(admin: Admin, employer: User) -> None:
+    [session] = admin.sql(
+        f"INSERT INTO web_sessions (token_hash, user_id, expires_at) VALUES (%(hash)s, %(user)s, {LIVE})"
+        " RETURNING token_hash",
+        {"hash": secrets.token_bytes(32), "user": employer.user_id},
+    )
+    kept = {state: secrets.token_bytes(32) for state in ("expired", "live")}
+    for state, token in kept.items():
+        admin.sql(
+            "INSERT INTO panel_reveals (token_hash, session_hash, kind, object_id, expires_at)"
+            f" VALUES (%(token)s, %(session)s, 'api_key', 'x', {EXPIRED if state == 'expired' else LIVE})",
+            {"token": token, "session": session["token_hash"]},
+        )
+
+    _forget_expired(admin)
+    rows = admin.sql("SELECT token_hash FROM panel_reveals WHERE token_hash = ANY(%(t)s)", {"t": list(kept.values())})
+    assert [bytes(row["token_hash"]) for row in rows] == [kept["live"]]

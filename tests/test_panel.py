@@ -13,6 +13,7 @@ import html
 import logging
 import re
 import secrets
+import socket
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
@@ -25,6 +26,7 @@ import pytest
 
 from rpc.ops import admin as ops
 from tests.browser import Browser
+from tests.fake_paytr import FakePayTR
 from tests.receiver import Receiver, Reply
 from tests.support import Admin, LiveServer, User, bearer, settings_for
 
@@ -34,14 +36,23 @@ REDIRECT = "https://app.example/callback"
 
 
 @pytest.fixture(scope="module")
-def settings(database: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Short retry waits (two attempts) so that failed deliveries fail within the test; sign-in unthrottled."""
+def paytr() -> Iterator[FakePayTR]:
+    with FakePayTR("123456", "panel-test-key-x7Qe", "panel-test-salt-P3w") as provider:
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def settings(database: str, paytr: FakePayTR, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Short retry waits (two attempts) so that failed deliveries fail within the test; sign-in unthrottled; a
+    local fake payment provider behind Billing's Upgrade."""
     return settings_for(
         database,
         DATA_DIR=str(tmp_path_factory.mktemp("data")),
         SIGNIN_LIMIT_PER_EMAIL="100000/minute",
         WEBHOOK_RETRY_WAITS="0,0.2",
         WEBHOOK_TIMEOUT="3",
+        PAYTR_TIMEOUT="2",
+        **paytr.settings(),
     )
 
 
@@ -235,8 +246,9 @@ def stranger(admin: Admin) -> User:
 
 def create_key(browser: Browser, name: str = "CI", scopes: Sequence[str] = ("read:jobs",), mode: str = "test") -> str:
     page = open_page(browser, "/panel/api-keys")
-    shown = submit(browser, page, "/panel/api-keys", {"name": name, "scopes": list(scopes), "mode": mode})
-    assert shown.status_code == 200, shown.text
+    shown = follow(
+        browser, submit(browser, page, "/panel/api-keys", {"name": name, "scopes": list(scopes), "mode": mode})
+    )
     return element_value(shown, "new-key")
 
 
@@ -251,8 +263,7 @@ def key_id(admin: Admin, key: str) -> str:
 def create_endpoint(browser: Browser, url: str, kinds: Sequence[str] = ("job.published",)) -> tuple[str, str]:
     """Add an endpoint in the panel: its id and the secret the answer shows."""
     page = open_page(browser, "/panel/webhooks")
-    shown = submit(browser, page, "/panel/webhooks", {"url": url, "event_kinds": list(kinds)})
-    assert shown.status_code == 200, shown.text
+    shown = follow(browser, submit(browser, page, "/panel/webhooks", {"url": url, "event_kinds": list(kinds)}))
     endpoint_id = re.search(r'action="/panel/webhooks/([0-9a-f-]{36})/test"', shown.text)
     assert endpoint_id, shown.text
     return endpoint_id.group(1), element_value(shown, "signing-secret")
@@ -454,6 +465,41 @@ def test_billing_lists_the_accounts_records_and_the_providers_return(
     assert "did not go through" not in text(open_page(browser, "/panel/billing?payment=<script>"))
 
 
+def test_upgrade_opens_the_apis_checkout_and_shows_its_page_once(
+    browser_of: Any, admin: Admin, owner: User, paytr: FakePayTR
+) -> None:
+    browser = browser_of(owner)
+    page = open_page(browser, "/panel/billing")
+    [pro] = [f for f in forms_of(page) if f.action == "/panel/billing/upgrade" and f.values("plan") == ["pro"]]
+
+    def upgrade(plan: str) -> httpx.Response:
+        fields = [(name, plan if name == "plan" else value) for name, value in pro.fields]
+        return browser.http.post(
+            "/panel/billing/upgrade",
+            content=urllib.parse.urlencode(fields),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+
+    bad = upgrade("free")
+    assert bad.status_code == 400 and "paid plans" in text(bad)
+    answer = upgrade("pro")
+    location = see_other(answer)
+    assert location.startswith("/panel/billing?reveal=")
+    shown = open_page(browser, location)
+    token = paytr.requests[-1].token
+    assert f'href="https://www.paytr.com/odeme/guvenli/{token}"' in shown.text, "a link to the provider's page"
+    assert "Continue to payment" in text(shown) and "pending" in text(shown)
+
+    again = open_page(browser, location)
+    assert token not in again.text and "shown once" in text(again), "a reload opens no second checkout"
+    rows = admin.sql(
+        "SELECT s.plan, s.status, p.status AS paid"
+        " FROM subscriptions AS s JOIN payments AS p ON p.subscription_id = s.id WHERE s.account_id = %(a)s",
+        {"a": owner.account_id},
+    )
+    assert rows == [{"plan": "pro", "status": "pending", "paid": "pending"}]
+
+
 # --- Settings > API keys ------------------------------------------------------------------------------------
 
 
@@ -464,10 +510,8 @@ def test_a_new_key_is_shown_once_and_calls_the_api(
     browser = browser_of(owner)
     page = open_page(browser, "/panel/api-keys")
     assert "No keys yet" in text(page)
-    shown = submit(
-        browser, page, "/panel/api-keys", {"name": "CI pipeline", "scopes": ["read:jobs", "write:jobs"], "mode": "live"}
-    )
-    assert shown.status_code == 200, "shown in the answer to the POST itself, never through a redirect"
+    fill = {"name": "CI pipeline", "scopes": ["read:jobs", "write:jobs"], "mode": "live"}
+    shown = follow(browser, submit(browser, page, "/panel/api-keys", fill))
     assert shown.headers["Cache-Control"] == "no-store"
     key = element_value(shown, "new-key")
     assert key.startswith("service_live_") and "will not be shown again" in text(shown)
@@ -487,6 +531,47 @@ def test_a_new_key_is_shown_once_and_calls_the_api(
     assert "CI pipeline" in listing and row["prefix"] + "…" in listing and "live" in listing and "write:jobs" in listing
     assert "never" not in listing.split("CI pipeline")[1].split("Revoke")[0], "last used is shown"
     assert key not in caplog.text
+
+
+def test_reloading_the_page_of_a_new_key_makes_no_second_key_and_hides_it(
+    browser_of: Any, admin: Admin, owner: User, live: LiveServer
+) -> None:
+    browser = browser_of(owner)
+    page = open_page(browser, "/panel/api-keys")
+    answer = submit(browser, page, "/panel/api-keys", {"name": "Once", "scopes": ["read:jobs"], "mode": "test"})
+    location = see_other(answer)
+    assert location.startswith("/panel/api-keys?reveal=") and answer.text == ""
+
+    other_tab = signed_in(live, owner)  # the same person in another browser session: the reveal is not theirs
+    assert 'id="new-key"' not in open_page(other_tab, location).text
+    other_tab.close()
+
+    key = element_value(open_page(browser, location), "new-key")
+    reloaded = open_page(browser, location)
+    assert key not in reloaded.text and 'id="new-key"' not in reloaded.text
+    assert "shown once and cannot be shown again" in text(reloaded)
+    assert admin.sql(
+        "SELECT count(*) AS n FROM api_keys WHERE name = 'Once' AND user_id = %(u)s", {"u": owner.user_id}
+    ) == [{"n": 1}]
+    shown = """
+        SELECT count(*) AS n FROM panel_reveals AS r JOIN api_keys AS k ON k.id::text = r.object_id
+        WHERE k.name = 'Once'
+    """
+    assert admin.sql(shown) == [{"n": 0}], "deleted when shown"
+
+
+def test_a_reveal_is_sealed_and_ends_with_the_session(browser_of: Any, admin: Admin, owner: User) -> None:
+    browser = browser_of(owner)
+    page = open_page(browser, "/panel/api-keys")
+    see_other(submit(browser, page, "/panel/api-keys", {"name": "Unseen", "scopes": ["read:jobs"], "mode": "test"}))
+    kept = """
+        SELECT r.secret_sealed FROM panel_reveals AS r JOIN api_keys AS k ON k.id::text = r.object_id
+        WHERE k.name = 'Unseen' AND k.user_id = %(u)s
+    """
+    [row] = admin.sql(kept, {"u": owner.user_id})
+    assert b"service_test_" not in bytes(row["secret_sealed"]), "sealed at rest"
+    see_other(submit(browser, open_page(browser, "/panel"), "/web/signout"))
+    assert admin.sql(kept, {"u": owner.user_id}) == [], "signing out forgets it"
 
 
 def test_key_form_errors_are_shown_next_to_the_fields(browser_of: Any, admin: Admin, owner: User) -> None:
@@ -583,6 +668,21 @@ def test_adding_an_endpoint_shows_its_secret_and_lists_it(
     assert secret not in open_page(browser, f"/panel/webhooks/{endpoint_id}").text, "shown on request only"
 
 
+def test_adding_an_endpoint_redirects_to_it_and_a_reload_adds_nothing(
+    browser_of: Any, admin: Admin, owner: User, receiver: Receiver
+) -> None:
+    browser = browser_of(owner)
+    page = open_page(browser, "/panel/webhooks")
+    answer = submit(browser, page, "/panel/webhooks", {"url": receiver.hook().url, "event_kinds": ["job.published"]})
+    location = see_other(answer)
+    assert re.fullmatch(r"/panel/webhooks/[0-9a-f-]{36}\?reveal=[\w-]+", location), "not answered at the list URL"
+    secret = element_value(open_page(browser, location), "signing-secret")
+    reloaded = open_page(browser, location)
+    assert secret not in reloaded.text and "shown once" in text(reloaded)
+    count = "SELECT count(*) AS n FROM webhook_endpoints WHERE account_id = %(a)s"
+    assert admin.sql(count, {"a": owner.account_id}) == [{"n": 1}]
+
+
 @pytest.mark.parametrize(
     ("fill", "field", "message"),
     [
@@ -675,6 +775,64 @@ def test_a_test_event_is_delivered_and_logged_with_every_attempt(
     assert "Attempts" in attempts and "200" in attempts and " ms" in attempts and "thanks" in attempts
     body = re.search(r'<pre class="body" id="delivery-body"[^>]*>(.*?)</pre>', detail.text, re.S)
     assert body and html.unescape(body.group(1)).encode() == got.body, "the exact bytes sent"
+    sent = headers_shown(detail, 1)
+    for name in ("webhook-id", "webhook-timestamp", "webhook-signature", "X-Service-Signature", "X-Service-Event"):
+        assert sent[name] == got.headers[name.lower()], name
+    assert secret not in detail.text, "a signature is shown, never the secret"
+
+
+def headers_shown(detail: httpx.Response, attempt: int) -> dict[str, str]:
+    """The headers the delivery page says attempt number `attempt` sent."""
+    block = re.search(rf'<pre class="headers" id="attempt-{attempt}-headers">(.*?)</pre>', detail.text, re.S)
+    assert block, detail.text
+    lines = html.unescape(block.group(1)).strip().splitlines()
+    return dict(line.split(": ", 1) for line in lines)
+
+
+def test_failed_attempts_say_what_went_wrong_in_words(
+    browser_of: Any, admin: Admin, owner: User, receiver: Receiver
+) -> None:
+    browser = browser_of(owner)
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    closed, _ = create_endpoint(browser, f"http://127.0.0.1:{port}/hook")
+    failing, _ = create_endpoint(browser, receiver.hook(default=Reply(500, b"boom")).url)
+    plain = receiver.hook().url.replace("http://", "https://")  # TLS spoken to a server that speaks plain HTTP
+    tls, _ = create_endpoint(browser, plain)
+    expected = {
+        closed: f"could not connect to 127.0.0.1:{port}",
+        failing: "receiver answered 500",
+        tls: "TLS handshake failed",
+    }
+    for endpoint_id, words in expected.items():
+        send_test(browser, endpoint_id)
+        [delivery] = wait_for(admin, endpoint_id, ["failed"])
+        detail = open_page(browser, f"/panel/webhooks/{endpoint_id}/deliveries/{delivery['id']}")
+        assert text(detail).count(words) == 3, "both attempts and the last error, in words"
+        assert "Error:" not in text(detail) and "ssl:" not in text(detail), "no exception class names"
+        assert headers_shown(detail, 2)["webhook-signature"].startswith("v1,"), "headers even when nothing answered"
+
+
+def test_deleting_an_endpoint_asks_first_and_sends_it_nothing_more(
+    browser_of: Any, admin: Admin, owner: User, stranger: User, receiver: Receiver
+) -> None:
+    browser = browser_of(owner)
+    endpoint_id, _ = create_endpoint(browser, receiver.hook().url)
+    page = open_page(browser, f"/panel/webhooks/{endpoint_id}")
+    assert f'href="/panel/webhooks/{endpoint_id}/delete"' in page.text
+    theirs = browser_of(stranger)
+    assert theirs.get(f"/panel/webhooks/{endpoint_id}/delete").status_code == 404
+    token = form_of(open_page(theirs, "/panel/webhooks"), "/web/signout").values("csrf_token")[0]
+    assert theirs.http.post(f"/panel/webhooks/{endpoint_id}/delete", data={"csrf_token": token}).status_code == 404
+
+    confirm = open_page(browser, f"/panel/webhooks/{endpoint_id}/delete")
+    assert "cannot be undone" in text(confirm)
+    assert admin.sql("SELECT count(*) AS n FROM webhook_endpoints WHERE id = %(e)s", {"e": endpoint_id}) == [{"n": 1}]
+    done = follow(browser, submit(browser, confirm, f"/panel/webhooks/{endpoint_id}/delete"))
+    assert "The endpoint was deleted" in text(done) and endpoint_id not in done.text
+    assert admin.sql("SELECT count(*) AS n FROM webhook_endpoints WHERE id = %(e)s", {"e": endpoint_id}) == [{"n": 0}]
+    assert browser.get(f"/panel/webhooks/{endpoint_id}").status_code == 404
 
 
 def test_a_failed_delivery_can_be_redelivered_once(
@@ -769,7 +927,9 @@ def test_reveal_and_rotate_the_secret(browser_of: Any, admin: Admin, owner: User
     assert revealed.status_code == 200 and revealed.headers["Cache-Control"] == "no-store"
     assert element_value(revealed, "signing-secret") == secret
 
-    overlap = submit(browser, page, f"/panel/webhooks/{endpoint_id}/rotate", button=("rotation", "overlap"))
+    overlap = follow(
+        browser, submit(browser, page, f"/panel/webhooks/{endpoint_id}/rotate", button=("rotation", "overlap"))
+    )
     second = element_value(overlap, "signing-secret")
     assert second != secret and "X-Service-Signature-Next" in text(overlap) and "24 hours" in text(overlap)
     assert admin.sql(
@@ -777,7 +937,7 @@ def test_reveal_and_rotate_the_secret(browser_of: Any, admin: Admin, owner: User
     ) == [{"o": True}]
     assert "rotation is in progress" in text(open_page(browser, f"/panel/webhooks/{endpoint_id}"))
 
-    now = submit(browser, page, f"/panel/webhooks/{endpoint_id}/rotate", button=("rotation", "now"))
+    now = follow(browser, submit(browser, page, f"/panel/webhooks/{endpoint_id}/rotate", button=("rotation", "now")))
     third = element_value(now, "signing-secret")
     assert third not in (secret, second) and "only this secret signs" in text(now)
     assert admin.run(admin.webhooks.reveal_secret, owner.account_id, endpoint_id) == third
@@ -860,7 +1020,8 @@ def test_another_accounts_endpoints_and_deliveries_are_404(
 def register(browser: Browser, **fill: Any) -> httpx.Response:
     page = open_page(browser, "/panel/oauth-apps")
     values = {"name": "Acme Sync", "redirect_uris": REDIRECT, "client_type": "confidential", **fill}
-    return submit(browser, page, "/panel/oauth-apps", values, forge=True)
+    answer = submit(browser, page, "/panel/oauth-apps", values, forge=True)
+    return follow(browser, answer) if answer.status_code == 303 else answer
 
 
 def test_registering_a_confidential_app_shows_its_secret_once(browser_of: Any, admin: Admin, owner: User) -> None:
@@ -868,7 +1029,7 @@ def test_registering_a_confidential_app_shows_its_secret_once(browser_of: Any, a
     shown = register(
         browser, redirect_uris=f"{REDIRECT}\n\nhttp://127.0.0.1/cb\n", scopes=["read:jobs", "read:profile"]
     )
-    assert shown.status_code == 200 and shown.headers["Cache-Control"] == "no-store"
+    assert shown.headers["Cache-Control"] == "no-store"
     client_id, secret = element_value(shown, "client-id"), element_value(shown, "client-secret")
     assert client_id.startswith("app_") and secret.startswith("hsec_") and "will not be shown again" in text(shown)
     row = admin.sql(
@@ -953,15 +1114,24 @@ def test_another_accounts_apps_are_404(browser_of: Any, admin: Admin, owner: Use
     ]
 
 
-def _authorize(browser: Browser, client: httpx.Client, client_id: str) -> str:
-    """Consent to a public client on the OAuth server's own pages; its access token."""
+def _authorize(
+    browser: Browser, client: httpx.Client, client_id: str, scope: str = "read:profile", secret: str | None = None
+) -> str:
+    """Consent to a client on the OAuth server's own pages; its access token."""
+    return _tokens(browser, client, client_id, scope, secret)["access_token"]
+
+
+def _tokens(
+    browser: Browser, client: httpx.Client, client_id: str, scope: str, secret: str | None = None
+) -> dict[str, str]:
+    """Consent to a client (PKCE, and its secret when confidential); the token endpoint's answer."""
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
     params = {
         "client_id": client_id,
         "redirect_uri": REDIRECT,
         "response_type": "code",
-        "scope": "read:profile",
+        "scope": scope,
         "state": "s1",
         "code_challenge": challenge,
         "code_challenge_method": "S256",
@@ -978,11 +1148,12 @@ def _authorize(browser: Browser, client: httpx.Client, client_id: str) -> str:
             "redirect_uri": REDIRECT,
             "client_id": client_id,
             "code_verifier": verifier,
+            **({"client_secret": secret} if secret else {}),
         },
     )
     assert tokens.status_code == 200, tokens.text
-    access: str = tokens.json()["access_token"]
-    return access
+    answer: dict[str, str] = tokens.json()
+    return answer
 
 
 def test_authorized_apps_and_revoke_access(
@@ -1001,6 +1172,65 @@ def test_authorized_apps_and_revoke_access(
     done = follow(person, submit(person, page, "/panel/authorized-apps/revoke"))
     assert "Access was revoked" in text(done) and "Calendar Sync" not in text(done)
     assert client.get("/v1/profile.me", headers=bearer(access)).status_code == 401
+
+
+def test_rotating_a_client_secret_shows_it_once_and_keeps_every_authorization(
+    browser_of: Any, admin: Admin, owner: User, stranger: User, client: httpx.Client
+) -> None:
+    developer = browser_of(stranger)
+    registered = register(developer, name="Payroll Bridge", scopes=["read:profile"])
+    client_id, old = element_value(registered, "client-id"), element_value(registered, "client-secret")
+    tokens = _tokens(browser_of(owner), client, client_id, "read:profile", old)
+
+    page = open_page(developer, f"/panel/oauth-apps/{client_id}")
+    location = see_other(submit(developer, page, f"/panel/oauth-apps/{client_id}/secret"))
+    new = element_value(open_page(developer, location), "client-secret")
+    assert new.startswith("hsec_") and new != old
+    assert new not in open_page(developer, location).text, "shown once"
+
+    def refresh(refresh_token: str, secret: str) -> httpx.Response:
+        data = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_id}
+        return client.post("/oauth/token", data={**data, "client_secret": secret})
+
+    assert refresh(tokens["refresh_token"], old).status_code == 401, "the old secret stops at once"
+    assert client.get("/v1/profile.me", headers=bearer(tokens["access_token"])).status_code == 200, "tokens stay"
+    refreshed = refresh(tokens["refresh_token"], new)
+    assert refreshed.status_code == 200, "the person's authorization stays: no new consent"
+
+    theirs = browser_of(owner)
+    token = form_of(open_page(theirs, "/panel"), "/web/signout").values("csrf_token")[0]
+    answer = theirs.http.post(f"/panel/oauth-apps/{client_id}/secret", data={"csrf_token": token})
+    assert answer.status_code == 404, "another account's application"
+    public_id = element_value(register(developer, client_type="public"), "client-id")
+    page = open_page(developer, f"/panel/oauth-apps/{public_id}")
+    assert f"/panel/oauth-apps/{public_id}/secret" not in page.text
+
+
+def test_renaming_an_app_and_narrowing_its_scopes_reach_existing_tokens(
+    browser_of: Any, admin: Admin, owner: User, stranger: User, client: httpx.Client
+) -> None:
+    developer = browser_of(stranger)
+    client_id = element_value(register(developer, name="Sync", client_type="public"), "client-id")
+    person = browser_of(owner)
+    access = _authorize(person, client, client_id, scope="read:profile read:jobs")
+    assert client.get("/v1/profile.me", headers=bearer(access)).status_code == 200
+
+    page = open_page(developer, f"/panel/oauth-apps/{client_id}")
+    action = f"/panel/oauth-apps/{client_id}/edit"
+    bad = submit(developer, page, action, {"name": "", "scopes": ["read:jobs"]})
+    assert bad.status_code == 400 and field_error(bad, "name")
+    assert submit(developer, page, action, {"scopes": []}).status_code == 400
+    done = follow(developer, submit(developer, page, action, {"name": "Calendar Sync", "scopes": ["read:jobs"]}))
+    assert "Calendar Sync" in text(done) and "Scopes taken away" in text(done)
+
+    assert client.get("/v1/profile.me", headers=bearer(access)).status_code == 403, "narrowed at the next request"
+    assert client.get("/v1/jobs.list", headers=bearer(access)).status_code == 200
+    authorized = text(open_page(person, "/panel/authorized-apps"))
+    assert "Calendar Sync" in authorized and "read:profile" not in authorized
+
+    follow(developer, submit(developer, page, action, {"name": "Calendar Sync", "scopes": ["read:profile"]}))
+    assert client.get("/v1/jobs.list", headers=bearer(access)).status_code == 401, "a grant left with no scope ends"
+    assert client.get("/v1/profile.me", headers=bearer(access)).status_code == 401, "and widening brings nothing back"
 
 
 # --- caps on what an account may create (CONTRACT.md §23) -------------------------------------------------------
@@ -1022,7 +1252,7 @@ def test_an_account_has_at_most_50_active_keys(browser_of: Any, admin: Admin, ow
     answer = submit(browser, open_page(browser, "/panel/api-keys"), "/panel/api-keys", fill)
     assert answer.status_code == 400 and "revoke one first" in form_error(answer)
     admin.revoke(made[0]["id"])
-    assert submit(browser, open_page(browser, "/panel/api-keys"), "/panel/api-keys", fill).status_code == 200
+    assert see_other(submit(browser, open_page(browser, "/panel/api-keys"), "/panel/api-keys", fill))
 
 
 def test_an_account_has_at_most_20_webhook_endpoints(browser_of: Any, admin: Admin, owner: User) -> None:

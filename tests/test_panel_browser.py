@@ -38,6 +38,7 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = Path(__file__).parent / "artifacts"
 TIMEOUT_MS = 20_000
+ATTEMPT_ROWS = "table.attempts tbody tr:not(.attempt-headers)"  # each attempt's row, without its headers' row
 FAVICON = "/favicon.ico"  # browsers ask for it by themselves; the site has none (a 404 that is no page's fault)
 
 
@@ -219,10 +220,12 @@ def test_a_webhook_gets_a_test_event_and_a_failed_one_is_redelivered(page: Page,
     expect(failed.locator("td").nth(3)).to_have_text("2")  # attempts
     expect(failed.locator("td").nth(4)).to_have_text("500")  # last status code
     failed.get_by_role("link", name="Details").click()
-    attempts = page.locator("table.attempts tbody tr")
+    attempts = page.locator(ATTEMPT_ROWS)
     expect(attempts).to_have_count(2)
-    expect(attempts.nth(1)).to_contain_text("500")
+    expect(attempts.nth(1)).to_contain_text("receiver answered 500")
     expect(attempts.nth(1)).to_contain_text("database is down")
+    page.get_by_text("Headers sent in attempt 2").click()  # a <details>: no script needed
+    expect(page.locator("#attempt-2-headers")).to_contain_text("webhook-signature: v1,")
     screenshot(page, "panel-webhook-delivery")
 
     hook.answer(default=Reply(200, b"back again"))  # fixed: redeliver from the page
@@ -230,9 +233,9 @@ def test_a_webhook_gets_a_test_event_and_a_failed_one_is_redelivered(page: Page,
     expect(page.get_by_role("status").first).to_contain_text("queued again")
     newest = first_delivery(page, "succeeded")
     newest.get_by_role("link", name="Details").click()
-    expect(page.locator("table.attempts tbody tr")).to_have_count(1)
-    expect(page.locator("table.attempts tbody tr").first).to_contain_text("200")
-    expect(page.locator("table.attempts tbody tr").first).to_contain_text("back again")
+    expect(page.locator(ATTEMPT_ROWS)).to_have_count(1)
+    expect(page.locator(ATTEMPT_ROWS).first).to_contain_text("200")
+    expect(page.locator(ATTEMPT_ROWS).first).to_contain_text("back again")
     bodies = [request.body for request in hook.wait_for(4)]
     assert bodies[1] == bodies[2] == bodies[3], "the redelivery sent the failed attempts' exact bytes"
     assert page.locator("#delivery-body").inner_text().encode() == bodies[3]
@@ -293,3 +296,31 @@ def test_the_keyboard_alone_is_enough(page: Page, ada: User) -> None:
     page.keyboard.press("Tab")
     expect(page.get_by_label("API key", exact=True)).to_be_focused()
     assert page.evaluate("window.getSelection().toString() || document.activeElement.selectionEnd") != 0
+
+
+# Every visible item of the header, with its box: one row means every item's vertical middle is within a few
+# pixels of the others'; nothing may stick out of the 375 px viewport either.
+HEADER_ITEMS = """
+() => [...document.querySelectorAll('header.bar > *, header.bar nav > *')]
+    .filter((e) => e.tagName !== 'NAV' && e.getClientRects().length && e.getBoundingClientRect().width > 1)
+    .map((e) => {
+        const r = e.getBoundingClientRect();
+        return {text: e.textContent.trim(), mid: (r.top + r.bottom) / 2, right: r.right};
+    })
+"""
+
+
+def test_the_header_links_the_api_reference_and_stays_one_row_on_a_phone(page: Page, ada: User) -> None:
+    page.set_viewport_size({"width": 375, "height": 740})
+    sign_in(page, ada)
+    for path in ("/panel", "/panel/api-keys", "/panel/webhooks", "/panel/oauth-apps", "/panel/billing"):
+        page.goto(path)
+        items = page.evaluate(HEADER_ITEMS)
+        texts = [item["text"] for item in items]
+        assert "API reference" in texts and "Sign out" in texts, texts
+        middles = [item["mid"] for item in items]
+        assert max(middles) - min(middles) < 4, f"{path}: the header wraps at 375 px: {items}"
+        assert max(item["right"] for item in items) <= 375, f"{path}: the header is wider than the phone: {items}"
+    screenshot(page, "panel-phone-header")
+    page.get_by_role("link", name="API reference").click()
+    expect(page).to_have_url(re.compile(r"/docs$"))

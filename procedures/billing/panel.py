@@ -5,13 +5,21 @@ page says. It shows what the API's billing procedures show, to the roles they se
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 from starlette.responses import Response
 from starlette.routing import Route
 
-from procedures.billing.subscriptions import BILLING_ROLES
+from procedures.billing.subscriptions import BILLING_ROLES, Buyer, open_checkout
 from procedures.vocabulary import PLANS
+from rpc.auth.routes import client_address
+from rpc.core.errors import Conflict, Unavailable
+from rpc.core.types import Connection
+from rpc.panel import reveals
 from rpc.panel.handler import Panel, error_page, page
 from rpc.panel.pages import PanelPages
+from rpc.web.pages import redirect
 
 PAGES = PanelPages("procedures.billing")
 
@@ -42,17 +50,71 @@ def money(amount: int, currency: str) -> str:
     return f"{amount // 100:,}.{amount % 100:02d} {currency}"
 
 
+def _not_for_you(panel: Panel) -> Response:
+    return error_page(
+        403,
+        "Billing",
+        "Billing belongs to hiring accounts: their employers and admins see the plan, payments and invoices here.",
+        user=panel.user,
+    )
+
+
 @page
 async def billing_page(panel: Panel) -> Response:
-    """`GET /panel/billing[?payment=ok|failed]`; people whose role the API's billing procedures refuse get a page
-    that says billing belongs to hiring accounts."""
+    """`GET /panel/billing[?payment=ok|failed]`; with `?reveal=`, once, the payment page of the checkout just
+    opened. People whose role the API's billing procedures refuse get a page that says billing belongs to hiring
+    accounts."""
     if panel.user.role not in BILLING_ROLES:
-        return error_page(
-            403,
-            "Billing",
-            "Billing belongs to hiring accounts: their employers and admins see the plan, payments and invoices here.",
-            user=panel.user,
-        )
+        return _not_for_you(panel)
+    reveal = await reveals.take(panel, "checkout")
+    notice = reveals.shown_already(panel, reveal)
+    return await _billing(panel, checkout_url=reveal.secret if reveal else None, notice=notice)
+
+
+@page
+async def upgrade(panel: Panel) -> Response:
+    """`POST /panel/billing/upgrade` with `plan`: the checkout `billing.subscriptions.create` opens (a pending
+    subscription and payment, then the provider's payment page), redirecting to this page, which links to the
+    provider's page once. The provider's address is a link, not a redirect: the panel's forms post only to
+    itself (`form-action 'self'`)."""
+    if panel.user.role not in BILLING_ROLES:
+        return _not_for_you(panel)
+    plan = panel.field("plan")
+    if plan not in PLANS or not PLANS[plan].price:
+        return await _billing(panel, status=400, error="Choose one of the paid plans.")
+    buyer = Buyer(user_id=panel.user.user_id, account_id=panel.account_id, address=client_address(panel.request))
+
+    @contextlib.asynccontextmanager
+    async def transaction() -> AsyncIterator[Connection]:
+        async with panel.conn.transaction():
+            yield panel.conn
+
+    try:
+        subscribed = await open_checkout(transaction, panel.services.http, panel.services.settings, buyer, PLANS[plan])
+    except Conflict as exc:
+        return await _billing(panel, status=409, error=_sentence(exc.message))
+    except Unavailable:
+        error = "The payment provider did not answer. Nothing was charged or kept; try again in a minute."
+        return await _billing(panel, status=503, error=error)
+    if subscribed.checkout is None:
+        return redirect("/panel/billing?notice=checkout_without_provider")
+    async with panel.conn.transaction():
+        token = await reveals.keep(panel, "checkout", subscribed.payment.id, subscribed.checkout.url)
+    return redirect(f"/panel/billing?reveal={token}")
+
+
+def _sentence(message: str) -> str:
+    return message[:1].upper() + message[1:]
+
+
+async def _billing(
+    panel: Panel,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    checkout_url: str | None = None,
+    notice: str | None = None,
+) -> Response:
     params = {"account_id": panel.account_id, "limit": SHOWN}
     account = await (await panel.conn.execute(_ACCOUNT, params)).fetchone()
     subscriptions = await (await panel.conn.execute(_SUBSCRIPTIONS, params)).fetchall()
@@ -69,8 +131,14 @@ async def billing_page(panel: Panel) -> Response:
         outcome=outcome if outcome in RETURNS else "",
         outcome_message=RETURNS.get(outcome, ""),
         money=money,
+        error=error,
+        checkout_url=checkout_url,
+        notice=notice,
     )
-    return PAGES.render("billing/billing.html", context)
+    return PAGES.render("billing/billing.html", context, status)
 
 
-routes = [Route("/panel/billing", billing_page, methods=["GET"])]
+routes = [
+    Route("/panel/billing", billing_page, methods=["GET"]),
+    Route("/panel/billing/upgrade", upgrade, methods=["POST"]),
+]

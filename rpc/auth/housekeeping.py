@@ -22,6 +22,7 @@ _FORGET_EXPIRED = (
     "DELETE FROM refresh_tokens WHERE expires_at < now()",
     "DELETE FROM oauth_refresh_tokens WHERE expires_at < now()",
     "DELETE FROM email_links WHERE expires_at < now()",
+    "DELETE FROM panel_reveals WHERE expires_at < now()",  # secrets the panel made and nobody came to see
 )
 
 

@@ -42,6 +42,24 @@ WHERE id = %(id)s AND account_id = %(account_id)s
 RETURNING {_COLUMNS}
 """
 _DELETE = "DELETE FROM oauth_clients WHERE id = %(id)s AND account_id = %(account_id)s RETURNING id"
+_UPDATE = f"""
+UPDATE oauth_clients SET name = %(name)s, scopes = %(scopes)s, updated_at = now()
+WHERE id = %(id)s AND account_id = %(account_id)s
+RETURNING {_COLUMNS}
+"""
+# Narrowing a client's scopes narrows what every person granted it, so that its access tokens lose the scopes at
+# their next request (each use looks its grant up). A grant left with no scope at all ends.
+_NARROW_GRANTS = """
+UPDATE oauth_grants
+SET scopes = ARRAY(SELECT s FROM unnest(scopes) AS s WHERE s = ANY(%(scopes)s)),
+    revoked_at = CASE WHEN scopes && %(scopes)s THEN revoked_at ELSE coalesce(revoked_at, now()) END
+WHERE client_id = %(id)s AND NOT scopes <@ %(scopes)s
+"""
+_REKEY_CLIENT = """
+UPDATE oauth_clients SET secret_hash = %(secret_hash)s, updated_at = now()
+WHERE id = %(id)s AND account_id = %(account_id)s AND secret_hash IS NOT NULL
+RETURNING id
+"""
 
 
 class InvalidClientSpec(ValueError):
@@ -158,6 +176,13 @@ def _check_redirect_uris(uris: Sequence[str], production: bool) -> list[str]:
     return list(dict.fromkeys(check_redirect_uri(uri, production=production) for uri in uris))
 
 
+def _check_scopes(scopes: Sequence[str], every_scope: Sequence[str]) -> list[str]:
+    """The chosen scopes in the vocabulary's order; one at least, each a known one."""
+    if not scopes or set(scopes) - set(every_scope):
+        raise InvalidClientSpec("scopes", f"choose scopes among {', '.join(every_scope)}")
+    return [scope for scope in every_scope if scope in set(scopes)]
+
+
 async def create_client(
     conn: Connection,
     *,
@@ -172,9 +197,7 @@ async def create_client(
 ) -> tuple[Client, str | None]:
     """Register a client; returns it and its secret (None for a public client), which is shown once. An account
     has at most `MAX_CLIENTS`."""
-    chosen = list(every_scope) if scopes is None else [s for s in every_scope if s in set(scopes)]
-    if scopes is not None and (not scopes or set(scopes) - set(every_scope)):
-        raise InvalidClientSpec("scopes", f"choose scopes among {', '.join(every_scope)}")
+    chosen = list(every_scope) if scopes is None else _check_scopes(scopes, every_scope)
     values = {
         "id": CLIENT_ID_PREFIX + secrets.token_hex(12),
         "account_id": account_id,
@@ -223,3 +246,33 @@ async def delete_client(conn: Connection, account_id: str, client_id: str) -> bo
     """Delete a client of the account, and with it every grant, code and token it holds."""
     cursor = await conn.execute(_DELETE, {"id": client_id, "account_id": account_id})
     return await cursor.fetchone() is not None
+
+
+async def update_client(
+    conn: Connection, account_id: str, client_id: str, *, name: str, scopes: Sequence[str], every_scope: Sequence[str]
+) -> Client | None:
+    """Rename a client and change the scopes it may ask for; None when the account has no such client.
+
+    Narrowing takes effect at once: every grant loses the scopes taken away (a grant left with none ends), so
+    access tokens already issued lose them at their next request and refreshes cannot bring them back. Widening
+    changes no grant: a person consented to what was asked then, and the new scopes need a new authorization.
+    """
+    values: dict[str, Any] = {"id": client_id, "account_id": account_id, "name": _check_name(name)}
+    values["scopes"] = _check_scopes(scopes, every_scope)
+    async with conn.transaction():
+        cursor = await conn.execute(_UPDATE, values)
+        row = await cursor.fetchone()
+        if row is None:
+            return None
+        await conn.execute(_NARROW_GRANTS, values)
+    return _client(row)
+
+
+async def rotate_secret(conn: Connection, account_id: str, client_id: str) -> str | None:
+    """A new secret for a confidential client of the account, shown once; the old one stops working at once
+    (a leaked secret must). Grants and tokens stay: nobody has to authorize the application again. None when
+    the account has no such confidential client."""
+    secret = SECRET_PREFIX + random_token()
+    values = {"id": client_id, "account_id": account_id, "secret_hash": token_hash(secret)}
+    cursor = await conn.execute(_REKEY_CLIENT, values)
+    return secret if await cursor.fetchone() is not None else None

@@ -81,3 +81,21 @@ async def _excerpt(content: aiohttp.StreamReader) -> str:
             break
         collected += chunk
     return collected.decode("utf-8", errors="replace")
+
+
+def describe_failure(exc: Exception) -> str:
+    """An attempt's failure in words a receiver's owner can act on (the panel shows it), not a class name."""
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return f"TLS handshake failed: the receiver's certificate was not accepted ({exc.certificate_error})"[:500]
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return f"TLS handshake failed with {exc.host}:{exc.port}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        reason = exc.os_error.strerror or str(exc.os_error)
+        return f"could not connect to {exc.host}:{exc.port} ({reason})"[:500]
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the receiver closed the connection without answering"
+    if isinstance(exc, aiohttp.InvalidURL):
+        return "the endpoint's URL cannot be requested"
+    if isinstance(exc, aiohttp.ClientResponseError | aiohttp.ClientPayloadError):
+        return "the receiver's answer was not valid HTTP"
+    return f"the request failed: {exc}"[:500] if str(exc) else "the request failed"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import procrastinate
 from procrastinate import JobContext
+from psycopg.types.json import Jsonb
 
 from rpc.auth import housekeeping
 from rpc.core import idempotency
@@ -30,7 +31,7 @@ from rpc.ops.metrics import Metrics
 from rpc.outbox.emit import Emitter
 from rpc.outbox.periodic import Periodic
 from rpc.outbox.queue import DELIVER_TASK, MAIL_TASK, QUEUE, Queue
-from rpc.outbox.sender import Answer, Sender
+from rpc.outbox.sender import Answer, Sender, describe_failure
 from rpc.outbox.signatures import ENDPOINT_SEAL_PURPOSE, signed_headers
 from rpc.outbox.ssrf import BlockedDestination
 from rpc.settings import Settings
@@ -60,8 +61,10 @@ WITH recorded AS (
     WHERE id = %(id)s AND status = 'pending' AND attempts < %(number)s
     RETURNING id
 )
-INSERT INTO webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, error, response_excerpt)
-SELECT id, %(number)s, %(started_at)s, %(duration_ms)s, %(status_code)s, %(error)s, %(excerpt)s FROM recorded
+INSERT INTO webhook_attempts
+    (delivery_id, number, started_at, duration_ms, status_code, error, response_excerpt, request_headers)
+SELECT id, %(number)s, %(started_at)s, %(duration_ms)s, %(status_code)s, %(error)s, %(excerpt)s, %(headers)s
+FROM recorded
 RETURNING delivery_id
 """
 _DISABLED = """
@@ -147,6 +150,7 @@ class _Outcome:
     status_code: int | None
     error: str | None
     excerpt: str | None
+    headers: dict[str, str]  # as sent, for the panel: the signatures are no secret
 
     @property
     def succeeded(self) -> bool:
@@ -238,19 +242,20 @@ class Deliverer:
         clock = time.monotonic()
         answer: Answer | None = None
         error: str | None = None
+        headers = self._headers(delivery_id, target)
         try:
             async with asyncio.timeout(self._settings.webhook_timeout):
-                answer = await self._sender.post(target.url, target.body, self._headers(delivery_id, target))
+                answer = await self._sender.post(target.url, target.body, headers)
         except TimeoutError:
             error = f"timed out after {self._settings.webhook_timeout:g} s"
         except BlockedDestination as exc:
             error = str(exc)
         except Exception as exc:  # whatever went wrong is this attempt's failure, recorded and retried
-            error = f"{type(exc).__name__}: {exc}"[:500]
+            error = describe_failure(exc)
         duration_ms = round((time.monotonic() - clock) * 1000)
         if answer is None:
-            return _Outcome(started_at, duration_ms, None, error, None)
-        return _Outcome(started_at, duration_ms, answer.status_code, None, answer.excerpt)
+            return _Outcome(started_at, duration_ms, None, error, None, headers)
+        return _Outcome(started_at, duration_ms, answer.status_code, None, answer.excerpt, headers)
 
     async def _record(self, delivery_id: str, number: int, outcome: _Outcome) -> None:
         """The attempt and the delivery's new state; a retry's job is deferred in the same transaction."""
@@ -272,6 +277,7 @@ class Deliverer:
             "status_code": outcome.status_code,
             "error": outcome.error,
             "excerpt": outcome.excerpt,
+            "headers": Jsonb(outcome.headers),
             "next_attempt_at": retry_at,
         }
         async with self.pool.connection() as conn:

@@ -5,12 +5,14 @@ the person who created it, within the scopes chosen here. The rules are `rpc.aut
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from starlette.responses import Response
 
 from rpc.auth import apikeys
 from rpc.core.errors import NotFound
+from rpc.panel import reveals
 from rpc.panel.handler import Panel, page
 from rpc.panel.ids import uuid_or_404
 from rpc.web.pages import redirect
@@ -21,12 +23,18 @@ async def keys_page(panel: Panel) -> Response:
     """`GET /panel/api-keys`."""
     if panel.user.role not in apikeys.KEY_ROLES:
         return panel.render("panel/api_keys_candidate.html", section="api_keys")
-    return await _keys(panel, values=_defaults(panel))
+    reveal = await reveals.take(panel, "api_key")
+    new_key = None
+    if reveal is not None:
+        key = await apikeys.find_key(panel.conn, panel.account_id, uuid.UUID(reveal.object_id))
+        new_key = {"name": key["name"] if key else "", "value": reveal.secret}
+    return await _keys(panel, values=_defaults(panel), new_key=new_key, notice=reveals.shown_already(panel, reveal))
 
 
 @page
 async def create_key(panel: Panel) -> Response:
-    """`POST /panel/api-keys` with `name`, `scopes` (repeated), `mode`: the new key, shown in this answer only."""
+    """`POST /panel/api-keys` with `name`, `scopes` (repeated), `mode`: the new key, shown once on the page this
+    redirects to."""
     if panel.user.role not in apikeys.KEY_ROLES:
         return panel.render("panel/api_keys_candidate.html", 403, section="api_keys")
     every_scope = list(panel.services.vocabulary.scopes)
@@ -34,18 +42,20 @@ async def create_key(panel: Panel) -> Response:
     values = {"name": name, "mode": mode, "scopes": scopes}
     owner = apikeys.Owner(user_id=panel.user.user_id, account_id=panel.account_id, role=panel.user.role)
     try:
-        _, key = await apikeys.create_key(
-            panel.conn,
-            owner,
-            name=name,
-            scopes=scopes,
-            mode=mode,
-            every_scope=every_scope,
-            production=panel.services.settings.production,
-        )
+        async with panel.conn.transaction():
+            key_id, key = await apikeys.create_key(
+                panel.conn,
+                owner,
+                name=name,
+                scopes=scopes,
+                mode=mode,
+                every_scope=every_scope,
+                production=panel.services.settings.production,
+            )
+            token = await reveals.keep(panel, "api_key", key_id, key)
     except apikeys.InvalidKey as exc:
         return await _keys(panel, values=values, errors=exc.errors, status=400)
-    return await _keys(panel, values=_defaults(panel), new_key={"name": name.strip(), "value": key})
+    return redirect(f"/panel/api-keys?reveal={token}")
 
 
 @page
@@ -82,7 +92,8 @@ async def _keys(
     values: dict[str, Any],
     errors: dict[str, str] | None = None,
     status: int = 200,
-    new_key: dict[str, str] | None = None,
+    new_key: dict[str, Any] | None = None,
+    notice: str | None = None,
 ) -> Response:
     return panel.render(
         "panel/api_keys.html",
@@ -94,6 +105,7 @@ async def _keys(
         errors=errors or {},
         new_key=new_key,
         production=panel.services.settings.production,
+        notice=notice,
     )
 
 

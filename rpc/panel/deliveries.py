@@ -1,6 +1,6 @@
-"""An endpoint's delivery log (newest first, paged), one delivery's attempts with the exact body sent, and
-"redeliver" of a failed delivery. Every query goes through the endpoint's account: another account's delivery
-is a 404."""
+"""An endpoint's delivery log (newest first, paged), one delivery's attempts — what went wrong in words, the
+headers sent — with the exact body sent, and "redeliver" of a failed delivery. Every query goes through the
+endpoint's account: another account's delivery is a 404."""
 
 from __future__ import annotations
 
@@ -49,9 +49,26 @@ JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
 WHERE d.id = %(id)s AND d.endpoint_id = %(endpoint_id)s AND ep.account_id = %(account_id)s
 """
 _ATTEMPTS = """
-SELECT number, started_at, duration_ms, status_code, error, response_excerpt
+SELECT number, started_at, duration_ms, status_code, error, response_excerpt, request_headers
 FROM webhook_attempts WHERE delivery_id = %(id)s ORDER BY number
 """
+
+
+def outcome(status_code: int | None, error: str | None) -> str | None:
+    """What went wrong in an attempt, in words: the worker's own (could not connect, TLS, timed out…), or the
+    receiver's answer other than the `200` that alone counts as success; None for a success."""
+    if error:
+        return error
+    if status_code is None or status_code == 200:
+        return None
+    if 300 <= status_code < 400:
+        return f"receiver answered {status_code} (redirects are not followed; only 200 counts as success)"
+    return f"receiver answered {status_code} (only 200 counts as success)"
+
+
+def _attempt(row: dict[str, Any]) -> dict[str, Any]:
+    headers = sorted((row["request_headers"] or {}).items(), key=lambda item: item[0].lower())
+    return {**row, "outcome": outcome(row["status_code"], row["error"]), "headers": headers}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +104,7 @@ async def delivery_log(conn: Connection, endpoint_id: str, page_number: int) -> 
 
 @page
 async def delivery_page(panel: Panel) -> Response:
-    """`GET /panel/webhooks/{id}/deliveries/{delivery_id}`: every attempt, and the exact body sent."""
+    """`GET /panel/webhooks/{id}/deliveries/{delivery_id}`: every attempt with its headers, and the exact body."""
     endpoint = await panel.services.webhooks.get(panel.conn, panel.account_id, panel.path("id"))
     cursor = await panel.conn.execute(
         _DELIVERY,
@@ -103,7 +120,8 @@ async def delivery_page(panel: Panel) -> Response:
         section="webhooks",
         endpoint=endpoint,
         delivery=delivery,
-        attempts=await cursor.fetchall(),
+        attempts=[_attempt(row) for row in await cursor.fetchall()],
+        last_outcome=outcome(delivery["last_status_code"], delivery["last_error"]),
         body=body.decode("utf-8", "replace"),
         body_bytes=len(body),
         max_attempts=len(panel.services.settings.webhook_retry_waits),

@@ -34,6 +34,7 @@ MAX_FIELD_LENGTH = 10_000
 NOTICES = {
     "key_revoked": "The key was revoked. Calls made with it are refused from now on.",
     "endpoint_updated": "The endpoint was saved.",
+    "endpoint_deleted": "The endpoint was deleted, with its delivery log. Nothing more is sent to it.",
     "endpoint_enabled": "The endpoint is enabled: it receives the events it subscribed to.",
     "endpoint_disabled": "The endpoint is disabled: it receives nothing until you enable it again.",
     "test_sent": "A webhook.test event is on its way. Reload this page to see its delivery below.",
@@ -41,7 +42,10 @@ NOTICES = {
     "nothing_to_redeliver": "No failed delivery since that time needed sending again.",
     "redelivered_many": "Every failed delivery since that time was queued again.",
     "app_updated": "The redirect URIs were saved.",
+    "app_saved": "The application was saved. Scopes taken away end for every token at its next request.",
     "app_deleted": "The application was deleted, with every authorization and token it held.",
+    "checkout_without_provider": "The subscription is pending, but no payment provider is configured here, so "
+    "there is no payment page to open.",
     "access_revoked": "Access was revoked. The application's tokens stop working at once.",
     "invitation_sent": "The invitation is on its way. The link in it works once, for 7 days.",
     "invitation_resent": "A new invitation is on its way; the link of the previous one no longer works.",
@@ -84,9 +88,9 @@ class Panel:
         return min(int(raw), maximum) if raw.isdigit() and int(raw) >= 1 else default
 
     def context(self, **values: Any) -> dict[str, Any]:
-        """What every page is rendered with — the person, their CSRF token and the notice named in the query
-        string, if any — and `values`."""
-        notice = NOTICES.get(self.request.query_params.get("notice", ""))
+        """What every page is rendered with — the person, their CSRF token and a notice (the page's own, else the
+        one named in the query string, if any) — and `values`."""
+        notice = values.pop("notice", None) or NOTICES.get(self.request.query_params.get("notice", ""))
         return {"user": self.user, "csrf_token": self.user.csrf_token, "notice": notice, **values}
 
     def render(self, template: str, status: int = 200, **values: Any) -> Response:

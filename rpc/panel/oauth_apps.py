@@ -1,6 +1,7 @@
 """Settings > OAuth apps: the third-party applications an account has registered (register one — its secret
-shown once —, change its redirect URIs, delete it), and, for everyone, Authorized apps: the applications the
-person has let act for them, each with "revoke access". The rules are rpc/auth's (oauth_clients.py, oauth.py)."""
+shown once —, rename it, change its scopes and redirect URIs, rotate its secret, delete it), and, for everyone,
+Authorized apps: the applications the person has let act for them, each with "revoke access". The rules are
+rpc/auth's (oauth_clients.py, oauth.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from rpc.auth.oauth_clients import (
     delete_client,
     find_client,
     list_clients,
+    rotate_secret,
     set_redirect_uris,
+    update_client,
 )
 from rpc.core.errors import NotFound
+from rpc.panel import reveals
 from rpc.panel.handler import Panel, page
 from rpc.web.pages import redirect
 
@@ -31,8 +35,13 @@ def redirect_uri_lines(text: str) -> list[str]:
 
 @page
 async def apps_page(panel: Panel) -> Response:
-    """`GET /panel/oauth-apps`: the account's applications, and the form to register one."""
-    return await _apps(panel, values=_defaults(panel))
+    """`GET /panel/oauth-apps`: the account's applications, and the form to register one; with `?reveal=`, once,
+    the application just registered and its secret."""
+    reveal = await reveals.take(panel, "oauth_client")
+    client = None if reveal is None else await find_client(panel.conn, reveal.object_id)
+    registered = None if client is None or reveal is None else {"client": client, "secret": reveal.secret}
+    notice = reveals.shown_already(panel, reveal)
+    return await _apps(panel, values=_defaults(panel), registered=registered, notice=notice)
 
 
 @page
@@ -45,27 +54,69 @@ async def register_app(panel: Panel) -> Response:
     if client_type not in ("confidential", "public"):
         return await _apps(panel, values=values, errors={"client_type": "Choose confidential or public."}, status=400)
     try:
-        client, secret = await create_client(
-            panel.conn,
-            account_id=panel.account_id,
-            created_by=panel.user.user_id,
-            name=name,
-            redirect_uris=redirect_uri_lines(uris_text),
-            confidential=client_type == "confidential",
-            scopes=scopes,
-            every_scope=every_scope,
-            production=panel.services.settings.production,
-        )
+        async with panel.conn.transaction():
+            client, secret = await create_client(
+                panel.conn,
+                account_id=panel.account_id,
+                created_by=panel.user.user_id,
+                name=name,
+                redirect_uris=redirect_uri_lines(uris_text),
+                confidential=client_type == "confidential",
+                scopes=scopes,
+                every_scope=every_scope,
+                production=panel.services.settings.production,
+            )
+            token = await reveals.keep(panel, "oauth_client", client.id, secret)
     except InvalidClientSpec as exc:
         return await _apps(panel, values=values, errors={exc.field: _sentence(str(exc))}, status=400)
-    return await _apps(panel, values=_defaults(panel), registered={"client": client, "secret": secret})
+    return redirect(f"/panel/oauth-apps?reveal={token}")
 
 
 @page
 async def app_page(panel: Panel) -> Response:
-    """`GET /panel/oauth-apps/{client_id}`: the application, its redirect URIs to edit."""
+    """`GET /panel/oauth-apps/{client_id}`: the application, its name, scopes and redirect URIs to edit; with
+    `?reveal=`, once, its rotated secret."""
     client = await _client(panel)
-    return _app(panel, client, {"redirect_uris": "\n".join(client.redirect_uris)})
+    reveal = await reveals.take(panel, "oauth_secret", object_id=client.id)
+    if reveal is None:
+        return _app(panel, client, _values(client), notice=reveals.shown_already(panel, reveal))
+    return _app(panel, client, _values(client), new_secret=reveal.secret)
+
+
+@page
+async def save_app(panel: Panel) -> Response:
+    """`POST /panel/oauth-apps/{client_id}/edit` with `name` and `scopes` (repeated). Narrowed scopes leave
+    every grant at once (see `update_client`)."""
+    client = await _client(panel)
+    name, scopes = panel.field("name"), panel.fields("scopes")
+    try:
+        updated = await update_client(
+            panel.conn,
+            panel.account_id,
+            client.id,
+            name=name,
+            scopes=scopes,
+            every_scope=list(panel.services.vocabulary.scopes),
+        )
+    except InvalidClientSpec as exc:
+        values = {**_values(client), "name": name, "scopes": scopes}
+        return _app(panel, client, values, {exc.field: _sentence(str(exc))}, 400)
+    if updated is None:
+        raise NotFound()
+    return redirect(f"/panel/oauth-apps/{client.id}?notice=app_saved")
+
+
+@page
+async def rotate_app_secret(panel: Panel) -> Response:
+    """`POST /panel/oauth-apps/{client_id}/secret`: a new client secret, shown once on the page this redirects
+    to; the old one stops working at once, and nobody's authorization ends."""
+    client = await _client(panel)
+    async with panel.conn.transaction():
+        secret = await rotate_secret(panel.conn, panel.account_id, client.id)
+        if secret is None:  # a public client has no secret to rotate
+            raise NotFound()
+        token = await reveals.keep(panel, "oauth_secret", client.id, secret)
+    return redirect(f"/panel/oauth-apps/{client.id}?reveal={token}")
 
 
 @page
@@ -82,7 +133,8 @@ async def save_redirect_uris(panel: Panel) -> Response:
             production=panel.services.settings.production,
         )
     except InvalidClientSpec as exc:
-        return _app(panel, client, {"redirect_uris": text}, {"redirect_uris": _sentence(str(exc))}, 400)
+        values = {**_values(client), "redirect_uris": text}
+        return _app(panel, client, values, {"redirect_uris": _sentence(str(exc))}, 400)
     if updated is None:
         raise NotFound()
     return redirect(f"/panel/oauth-apps/{client.id}?notice=app_updated")
@@ -134,6 +186,7 @@ async def _apps(
     errors: dict[str, str] | None = None,
     status: int = 200,
     registered: dict[str, Any] | None = None,
+    notice: str | None = None,
 ) -> Response:
     return panel.render(
         "panel/oauth_apps.html",
@@ -146,11 +199,23 @@ async def _apps(
         registered=registered,
         max_redirect_uris=MAX_REDIRECT_URIS,
         production=panel.services.settings.production,
+        notice=notice,
     )
 
 
+def _values(client: Client) -> dict[str, Any]:
+    return {"name": client.name, "scopes": client.scopes, "redirect_uris": "\n".join(client.redirect_uris)}
+
+
 def _app(
-    panel: Panel, client: Client, values: dict[str, Any], errors: dict[str, str] | None = None, status: int = 200
+    panel: Panel,
+    client: Client,
+    values: dict[str, Any],
+    errors: dict[str, str] | None = None,
+    status: int = 200,
+    *,
+    new_secret: str | None = None,
+    notice: str | None = None,
 ) -> Response:
     return panel.render(
         "panel/oauth_app.html",
@@ -162,6 +227,8 @@ def _app(
         scopes=panel.services.vocabulary.scopes,
         max_redirect_uris=MAX_REDIRECT_URIS,
         production=panel.services.settings.production,
+        new_secret=new_secret,
+        notice=notice,
     )
 
 

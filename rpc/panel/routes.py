@@ -1,5 +1,5 @@
 """Every address of the panel. State changes are POSTs; each GET that leads to a destructive POST (revoke a
-key, delete an application) is a confirmation page."""
+key, delete an endpoint or an application) is a confirmation page."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ routes = [
     Route("/panel/webhooks/{id}/edit", webhooks.save_endpoint, methods=POST),
     Route("/panel/webhooks/{id}/secret", webhooks.reveal_secret, methods=POST),
     Route("/panel/webhooks/{id}/rotate", webhooks.rotate_secret, methods=POST),
+    Route("/panel/webhooks/{id}/delete", webhooks.confirm_delete, methods=GET),
+    Route("/panel/webhooks/{id}/delete", webhooks.delete_endpoint, methods=POST),
     Route("/panel/webhooks/{id}/enabled", webhooks.set_enabled, methods=POST),
     Route("/panel/webhooks/{id}/test", webhooks.send_test, methods=POST),
     Route("/panel/webhooks/{id}/redeliver", webhooks.redeliver_since, methods=POST),
@@ -35,6 +37,8 @@ routes = [
     Route("/panel/oauth-apps", oauth_apps.apps_page, methods=GET),
     Route("/panel/oauth-apps", oauth_apps.register_app, methods=POST),
     Route("/panel/oauth-apps/{client_id}", oauth_apps.app_page, methods=GET),
+    Route("/panel/oauth-apps/{client_id}/edit", oauth_apps.save_app, methods=POST),
+    Route("/panel/oauth-apps/{client_id}/secret", oauth_apps.rotate_app_secret, methods=POST),
     Route("/panel/oauth-apps/{client_id}/redirect-uris", oauth_apps.save_redirect_uris, methods=POST),
     Route("/panel/oauth-apps/{client_id}/delete", oauth_apps.confirm_delete, methods=GET),
     Route("/panel/oauth-apps/{client_id}/delete", oauth_apps.delete_app, methods=POST),

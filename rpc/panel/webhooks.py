@@ -12,7 +12,7 @@ from typing import Any
 from starlette.responses import Response
 
 from rpc.outbox.endpoints import ROTATION_OVERLAP, Endpoint, InvalidEndpoint
-from rpc.panel import deliveries
+from rpc.panel import deliveries, reveals
 from rpc.panel.handler import Panel, page
 from rpc.web.pages import redirect
 
@@ -35,20 +35,29 @@ async def endpoints_page(panel: Panel) -> Response:
 
 @page
 async def create_endpoint(panel: Panel) -> Response:
-    """`POST /panel/webhooks` with `url` and `event_kinds` (repeated): the new endpoint, its secret shown."""
+    """`POST /panel/webhooks` with `url` and `event_kinds` (repeated): redirects to the new endpoint's page, where
+    its secret is shown (once there; later on request)."""
     url, kinds = panel.field("url").strip(), panel.fields("event_kinds")
     try:
-        endpoint, secret = await panel.services.webhooks.create(panel.conn, panel.account_id, url, kinds)
+        async with panel.conn.transaction():
+            endpoint, secret = await panel.services.webhooks.create(panel.conn, panel.account_id, url, kinds)
+            token = await reveals.keep(panel, "webhook_created", endpoint.id, secret)
     except InvalidEndpoint as exc:
         values = {"url": url, "event_kinds": kinds}
         return await _endpoints(panel, values=values, errors={exc.field: str(exc)}, status=400)
-    return await _endpoint(panel, endpoint, secret=secret, occasion="created")
+    return redirect(f"/panel/webhooks/{endpoint.id}?reveal={token}")
 
 
 @page
 async def endpoint_page(panel: Panel) -> Response:
-    """`GET /panel/webhooks/{id}?page=N`: settings, secret, test event and the delivery log."""
-    return await _endpoint(panel, await _get(panel))
+    """`GET /panel/webhooks/{id}?page=N`: settings, secret, test event and the delivery log; with `?reveal=`,
+    once, the secret a form just made."""
+    endpoint = await _get(panel)
+    kinds: tuple[reveals.Kind, ...] = ("webhook_created", "webhook_rotated_now", "webhook_rotated_overlap")
+    reveal = await reveals.take(panel, *kinds, object_id=endpoint.id)
+    if reveal is None:
+        return await _endpoint(panel, endpoint, notice=reveals.shown_already(panel, reveal))
+    return await _endpoint(panel, endpoint, secret=reveal.secret, occasion=reveal.kind.removeprefix("webhook_"))
 
 
 @page
@@ -80,7 +89,8 @@ async def reveal_secret(panel: Panel) -> Response:
 
 @page
 async def rotate_secret(panel: Panel) -> Response:
-    """`POST /panel/webhooks/{id}/rotate` with `rotation` = `now` or `overlap`: the new secret, shown."""
+    """`POST /panel/webhooks/{id}/rotate` with `rotation` = `now` or `overlap`: redirects to the endpoint's page,
+    which shows the new secret once."""
     endpoint = await _get(panel)
     rotation = panel.field("rotation")
     if rotation not in ("now", "overlap"):
@@ -89,8 +99,24 @@ async def rotate_secret(panel: Panel) -> Response:
         secret = await panel.services.webhooks.rotate_secret(
             panel.conn, panel.account_id, endpoint.id, overlap=rotation == "overlap"
         )
+        kind: reveals.Kind = "webhook_rotated_overlap" if rotation == "overlap" else "webhook_rotated_now"
+        token = await reveals.keep(panel, kind, endpoint.id, secret)
+    return redirect(f"/panel/webhooks/{endpoint.id}?reveal={token}")
+
+
+@page
+async def confirm_delete(panel: Panel) -> Response:
+    """`GET /panel/webhooks/{id}/delete`: are you sure?"""
+    return panel.render("panel/webhook_delete.html", section="webhooks", endpoint=await _get(panel))
+
+
+@page
+async def delete_endpoint(panel: Panel) -> Response:
+    """`POST /panel/webhooks/{id}/delete`: the endpoint is gone, with its delivery log; nothing more is sent to it
+    (a delivery already in flight finds no endpoint and stops)."""
     endpoint = await _get(panel)
-    return await _endpoint(panel, endpoint, secret=secret, occasion=f"rotated_{rotation}")
+    await panel.services.webhooks.delete(panel.conn, panel.account_id, endpoint.id)
+    return redirect("/panel/webhooks?notice=endpoint_deleted")
 
 
 @page
@@ -161,6 +187,7 @@ async def _endpoint(
     errors: dict[str, str] | None = None,
     status: int = 200,
     since: str | None = None,
+    notice: str | None = None,
 ) -> Response:
     log = await deliveries.delivery_log(panel.conn, endpoint.id, panel.query_int("page"))
     yesterday = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
@@ -176,6 +203,7 @@ async def _endpoint(
         since=yesterday.strftime(SINCE_FORMAT) if since is None else since,
         overlap_hours=int(ROTATION_OVERLAP.total_seconds() // 3600),
         overlapping=endpoint.overlap_until is not None and endpoint.overlap_until > dt.datetime.now(dt.UTC),
+        notice=notice,
     )
 
 
