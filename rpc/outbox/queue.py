@@ -15,7 +15,8 @@ from procrastinate.types import JSONDict
 
 from rpc.core.types import Connection
 
-QUEUE = "webhooks"
+QUEUE = "webhooks"  # the workers' periodic work, run by procrastinate's own worker
+DELIVERY_QUEUE = "webhook_deliveries"  # one job per delivery, claimed in batches by rpc/outbox/claims.py
 DELIVER_TASK = "hire.deliver_webhook"
 
 
@@ -28,7 +29,7 @@ class Queue:
     async def enqueue(self, conn: Connection, delivery_ids: Iterable[str], at: dt.datetime | None = None) -> None:
         jobs: list[JSONDict] = [{"delivery_id": delivery_id} for delivery_id in delivery_ids]
         if jobs:
-            deferrer = self._app.configure_task(DELIVER_TASK, queue=QUEUE, connection=conn, schedule_at=at)
+            deferrer = self._app.configure_task(DELIVER_TASK, queue=DELIVERY_QUEUE, connection=conn, schedule_at=at)
             await deferrer.batch_defer_async(*jobs)
 
 
