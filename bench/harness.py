@@ -58,9 +58,10 @@ from rpc.app import prepare_database
 from rpc.core.types import Connection
 from rpc.core.vocabulary import Vocabulary
 from rpc.ops import admin as ops
+from rpc.ops.cli import WORKER_CONCURRENCY
 from rpc.outbox.emit import build_emitter
 from rpc.outbox.endpoints import Webhooks
-from rpc.outbox.queue import DELIVER_TASK, QUEUE
+from rpc.outbox.queue import DELIVER_TASK, DELIVERY_QUEUE
 from rpc.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,6 +139,7 @@ class Config:
     candidates: int
     applications: int
     webhook_events: int  # the backlog one worker drains, per round
+    worker_concurrency: int  # bin/worker --concurrency: attempts in flight
     webhook_rate: float  # events/s emitted for the latency figures (less if the worker drained slower)
     paced_seconds: int  # how long they are emitted at that rate
     payments: int
@@ -155,6 +157,7 @@ QUICK = Config(
     candidates=1_000,
     applications=10_000,
     webhook_events=1_000,
+    worker_concurrency=WORKER_CONCURRENCY,
     webhook_rate=1_000.0,
     paced_seconds=2,
     payments=3_000,
@@ -171,6 +174,7 @@ FULL = Config(
     candidates=5_000,
     applications=150_000,
     webhook_events=5_000,
+    worker_concurrency=WORKER_CONCURRENCY,
     webhook_rate=1_000.0,
     paced_seconds=10,
     payments=40_000,
@@ -1336,7 +1340,8 @@ class Hooks:
         asyncio.run(purge_backlog(bench.database_url))
         expected = self.emit(config.webhook_events, rate=None)
         bench.say(f"  webhooks: {len(expected)} events emitted with no worker running; starting one bin/worker")
-        worker = bench.targets.start(f"worker-{number}", script("worker"))
+        concurrency = ["--concurrency", str(config.worker_concurrency)]
+        worker = bench.targets.start(f"worker-{number}", [*script("worker"), *concurrency])
         try:
             drain = self.drain(worker, expected)
             bench.say(f"  webhooks: drained at {drain.rate:,.0f} events/s; now paced")
@@ -1403,7 +1408,7 @@ class Hooks:
         latencies = [latency for hook in self.rounds for latency in hook.latencies_ms]
         row.p50_ms, row.p99_ms = rounded(percentile(latencies, 50), 2), rounded(percentile(latencies, 99), 2)
         row.details.update(
-            worker="one bin/worker (concurrency 10); server CPU = the worker's",
+            worker=f"one bin/worker --concurrency {self.bench.config.worker_concurrency}; server CPU = the worker's",
             backlog_events=self.bench.config.webhook_events,
             backlog_p50_ms=rounded(median([drain.p50_ms for drain in drains]), 1),
             backlog_p99_ms=rounded(median([drain.p99_ms for drain in drains]), 1),
@@ -1443,7 +1448,7 @@ async def purge_backlog(url: str) -> None:
     rate), which times the purge, not the worker. A running service never deletes a backlog like that."""
     async with await ops.connect(url) as conn:
         async with conn.transaction():
-            await conn.execute(_PURGE_JOBS, {"queue": QUEUE, "task": DELIVER_TASK})
+            await conn.execute(_PURGE_JOBS, {"queue": DELIVERY_QUEUE, "task": DELIVER_TASK})
             await conn.execute(_PURGE_DELIVERIES)
         await conn.execute(_VACUUM_QUEUE)
 
@@ -1547,8 +1552,11 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None]:
     parser.add_argument("--rounds", type=int, help="rounds of every scenario (default 3, quick 1)")
     parser.add_argument("--logs", type=Path, metavar="DIR", help="keep the output of every process started in DIR")
     parser.add_argument("--webhooks", action="store_true", help="only webhook delivery: events/s per worker, p99")
+    parser.add_argument("--concurrency", type=int, help=f"bin/worker --concurrency (default {WORKER_CONCURRENCY})")
     args = parser.parse_args(argv)
     config = dataclasses.replace(QUICK if args.quick else FULL, only_webhooks=args.webhooks)
+    if args.concurrency is not None:
+        config = dataclasses.replace(config, worker_concurrency=max(1, args.concurrency))
     if args.seconds is not None:
         config = dataclasses.replace(config, seconds=max(1, args.seconds))
     if args.rounds is not None:
