@@ -26,7 +26,7 @@ from rpc.outbox.endpoints import Webhooks
 from rpc.services import deliver_only
 from rpc.settings import Settings, SettingsError
 
-WORKER_CONCURRENCY = 10  # bin/worker's attempts in flight; it claims jobs in batches of at least half as many
+WORKER_CONCURRENCY = 32  # bin/worker's attempts in flight; it claims jobs in batches of at least half as many
 
 
 def _print(obj: dict[str, Any]) -> None:

@@ -107,6 +107,12 @@ SELECT delivery_id::text AS delivery_id, status, number, status_code, error FROM
 """
 
 
+# The deliverer is a procrastinate worker of its own (its jobs' `worker_id`), with its own heartbeat.
+_REGISTER = "SELECT worker_id FROM procrastinate_register_worker_v1()"
+_BEAT = "UPDATE procrastinate_workers SET last_heartbeat = now() WHERE id = %(id)s RETURNING id"
+_UNREGISTER = "SELECT procrastinate_unregister_worker_v1(%(id)s)"
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """One attempt made, to be settled: what happened, and the delivery's state after it."""
@@ -139,6 +145,22 @@ class Settlement:
 
     def __bool__(self) -> bool:
         return bool(self.outcomes or self.finished_jobs or self.released_jobs or self.disabled)
+
+
+async def register(conn: Connection) -> int:
+    """A new worker id, its heartbeat now."""
+    row = await (await conn.execute(_REGISTER)).fetchone()
+    assert row is not None
+    return int(row["worker_id"])
+
+
+async def beat(conn: Connection, worker_id: int) -> bool:
+    """The worker's heartbeat; false when it is gone (pruned as stalled after missing its beats)."""
+    return await (await conn.execute(_BEAT, {"id": worker_id})).fetchone() is not None
+
+
+async def unregister(conn: Connection, worker_id: int) -> None:
+    await conn.execute(_UNREGISTER, {"id": worker_id})
 
 
 async def claim(conn: Connection, worker_id: int | None, limit: int) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from typing import Any
 import procrastinate
 import psycopg
 from procrastinate import JobContext
+from procrastinate.exceptions import ConnectorException
 from procrastinate.jobs import Notification
 
 from rpc.auth import housekeeping
@@ -33,7 +34,7 @@ from rpc.core import idempotency
 from rpc.core.crypto import Sealer
 from rpc.db.pool import Pool
 from rpc.ops.metrics import Metrics
-from rpc.outbox.claims import Outcome, Settlement, claim, claim_delivery, settle
+from rpc.outbox.claims import Outcome, Settlement, beat, claim, claim_delivery, register, settle, unregister
 from rpc.outbox.emit import Emitter
 from rpc.outbox.periodic import Periodic
 from rpc.outbox.queue import DELIVERY_QUEUE, QUEUE
@@ -146,12 +147,16 @@ class Deliverer:
         self._start(claimed)
         await self._drain()
 
-    async def run(self, worker_id: int, stopping: asyncio.Event) -> None:
-        """Deliver as `worker_id` (a registered procrastinate worker, whose heartbeat the caller keeps) until
-        `stopping` is set; then make the attempts in flight and settle them before returning."""
-        self._worker_id = worker_id
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Deliver until `stopping` is set; then make the attempts in flight and settle them before returning.
+
+        It registers as a queue worker of its own and keeps its heartbeat, so that the jobs it holds are requeued
+        if it dies."""
+        async with self.pool.connection() as conn:
+            self._worker_id = await register(conn)
         poll = polling_interval(self._settings.webhook_retry_waits)
         settling = asyncio.create_task(self._settle_forever())
+        beating = asyncio.create_task(self._beat_forever())
         try:
             while not stopping.is_set():
                 free = self._concurrency - len(self._running)
@@ -162,23 +167,52 @@ class Deliverer:
                 self.notified.clear()
                 try:
                     async with self.pool.connection() as conn:
-                        claimed = await claim(conn, worker_id, free)
+                        claimed = await claim(conn, self._worker_id, free)
                 except psycopg.Error as exc:
                     log.warning("claiming delivery jobs failed, trying again in %g s: %s", poll, exc)
                     claimed = []
-                self._start(claimed)
-                if len(claimed) < free:  # nothing more is due: wait for a new job, a retry falling due or a stop
-                    await _first(asyncio.sleep(poll), self.notified.wait(), stopping.wait())
+                started = self._start(claimed)
+                if len(claimed) < free or not started:
+                    # Nothing more is due, or only jobs of endpoints holding their share (sent back to the queue):
+                    # wait for a new job, a slot, a retry falling due or a stop, rather than sweep the queue.
+                    self._slot_freed.clear()
+                    waits = (self._slot_freed.wait(), self.notified.wait(), stopping.wait())
+                    await _first(asyncio.sleep(poll), *waits)
         finally:
             while self._running:
                 await asyncio.gather(*self._running)
             self._stopped = True
             self._to_settle.set()
             await settling
+            beating.cancel()
+            await self._unregister()
 
-    def _start(self, claimed: list[dict[str, Any]]) -> None:
-        """An attempt for each claimed job that needs one; the others are settled without one."""
-        unsettled = self._unsettled
+    async def _beat_forever(self) -> None:
+        """The heartbeat. A worker cut off for longer than the stalled timeout has been pruned, and its jobs
+        requeued: it registers again, and what it still settles for the old id is guarded as any late settlement
+        is."""
+        while True:
+            await asyncio.sleep(self._settings.worker_heartbeat)
+            try:
+                async with self.pool.connection() as conn:
+                    if self._worker_id is not None and not await beat(conn, self._worker_id):
+                        log.warning("delivery worker %s was taken for dead; registering again", self._worker_id)
+                        self._worker_id = await register(conn)
+            except psycopg.Error as exc:
+                log.warning("the delivery worker's heartbeat failed: %s", exc)
+
+    async def _unregister(self) -> None:
+        if self._worker_id is None:
+            return
+        try:
+            async with self.pool.connection() as conn:
+                await unregister(conn, self._worker_id)
+        except psycopg.Error as exc:  # its heartbeat stops all the same: it will be pruned
+            log.warning("unregistering delivery worker %s failed: %s", self._worker_id, exc)
+
+    def _start(self, claimed: list[dict[str, Any]]) -> int:
+        """An attempt for each claimed job that needs one, the others settled without one; how many started."""
+        unsettled, started = self._unsettled, 0
         for row in claimed:
             job_id, delivery_id = row["job_id"], row["delivery_id"]
             if row["status"] != "pending" or delivery_id in self._in_flight:
@@ -192,8 +226,10 @@ class Deliverer:
                 task = asyncio.create_task(self._attempt(self._target(row)))
                 self._running.add(task)
                 task.add_done_callback(self._finished)
+                started += 1
         if unsettled:
             self._to_settle.set()
+        return started
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
@@ -349,29 +385,11 @@ async def run_worker(
     app: procrastinate.App, deliverer: Deliverer, emitter: Emitter, settings: Settings, *, signals: bool
 ) -> None:
     """Deliver, and run the periodic work, until stopped (SIGTERM, or cancellation): the attempts in flight are
-    made and settled first. The deliverer claims jobs as a procrastinate worker of its own, with its own
-    heartbeat, so that the jobs it holds are requeued if it dies."""
+    made and settled first."""
     heartbeat = settings.worker_heartbeat
-    manager = app.job_manager
-    worker_id = await manager.register_worker()
     stopping = asyncio.Event()
-
-    async def beat() -> None:
-        while True:
-            await asyncio.sleep(heartbeat)
-            try:
-                await manager.update_heartbeat(worker_id)
-            except psycopg.Error as exc:
-                log.warning("the delivery worker's heartbeat failed: %s", exc)
-
-    async def wake(*, channel: str, notification: Notification) -> None:
-        deliverer.notified.set()
-
-    side = [
-        asyncio.create_task(beat()),
-        asyncio.create_task(manager.listen_for_jobs(on_notification=wake, queues=[DELIVERY_QUEUE])),
-    ]
-    delivering = asyncio.create_task(deliverer.run(worker_id, stopping))
+    listening = asyncio.create_task(_listen(app, deliverer))
+    delivering = asyncio.create_task(deliverer.run(stopping))
     try:
         await app.run_worker_async(
             fetch_job_polling_interval=polling_interval(settings.webhook_retry_waits),
@@ -388,6 +406,19 @@ async def run_worker(
     finally:
         stopping.set()
         await delivering
-        for task in side:
-            task.cancel()
-        await manager.unregister_worker(worker_id)
+        listening.cancel()
+
+
+async def _listen(app: procrastinate.App, deliverer: Deliverer) -> None:
+    """Wake the deliverer when a delivery job is deferred (procrastinate's notification on insert); listening
+    again after the database was lost. Meanwhile the deliverer still polls."""
+
+    async def wake(*, channel: str, notification: Notification) -> None:
+        deliverer.notified.set()
+
+    while True:
+        try:
+            await app.job_manager.listen_for_jobs(on_notification=wake, queues=[DELIVERY_QUEUE])
+        except (psycopg.Error, ConnectorException) as exc:
+            log.warning("listening for delivery jobs failed, listening again in 1 s: %s", exc)
+        await asyncio.sleep(1.0)
