@@ -33,9 +33,12 @@ from typing import IO, Any
 import pytest
 
 from procedures.jobs import JobEvent
+from rpc.db.pool import open_pool
 from rpc.ops import admin as ops
 from rpc.outbox.claims import Outcome, Settlement, claim, settle
 from rpc.outbox.queue import DELIVER_TASK
+from rpc.outbox.sender import Sender
+from rpc.outbox.worker import Deliverer
 from rpc.settings import Settings
 from tests.conftest import Databases
 from tests.support import TEST_SECRET_KEY, Admin, emitter_for, settings_for
@@ -436,3 +439,38 @@ def test_a_job_claimed_by_two_workers_is_settled_once(databases: Databases) -> N
     assert (delivery["status"], delivery["attempts"]) == ("succeeded", 2)
     numbers = admin.sql("SELECT number, status_code FROM webhook_attempts ORDER BY number")
     assert numbers == [{"number": 1, "status_code": None}, {"number": 2, "status_code": 200}]
+
+
+def test_a_secret_that_cannot_be_opened_fails_its_attempt_not_the_worker(databases: Databases) -> None:
+    """A batch is built from what the claim returned; an endpoint whose sealed secret no longer opens (tampered,
+    or sealed under another SERVICE_SECRET_KEY) must cost its own delivery an attempt, recorded with the reason,
+    and leave the worker delivering the rest."""
+    url = databases.copy()
+    settings = settings_for(url, WEBHOOK_RETRY_WAITS="0")
+    admin = Admin(url, settings)
+    with Receiver() as receiver:
+        broken, working = subscribe(admin, receiver), subscribe(admin, receiver)
+        admin.sql("UPDATE webhook_endpoints SET secret_sealed = '\\x00'::bytea WHERE account_id = %(a)s", {"a": broken})
+        for account_id in (broken, working):
+            emit(url, settings, account_id, 1)
+        rows = admin.sql(
+            "SELECT d.id::text AS id, e.account_id::text AS account FROM webhook_deliveries AS d "
+            "JOIN webhook_endpoints AS e ON e.id = d.endpoint_id"
+        )
+
+        async def go() -> None:
+            async with open_pool(settings, url) as pool, Sender(None) as sender:
+                deliverer = Deliverer(settings, pool, sender)
+                for row in sorted(rows, key=lambda row: row["account"] != broken):  # the broken one first
+                    await deliverer.attempt(row["id"])
+
+        asyncio.run(go())
+        seen = receiver.seen
+    outcomes = admin.sql(
+        "SELECT e.account_id::text AS account, d.status, d.attempts, a.error FROM webhook_deliveries AS d "
+        "JOIN webhook_endpoints AS e ON e.id = d.endpoint_id JOIN webhook_attempts AS a ON a.delivery_id = d.id"
+    )
+    by_account = {row["account"]: row for row in outcomes}
+    assert (by_account[broken]["status"], by_account[broken]["attempts"]) == ("failed", 1)
+    assert by_account[broken]["error"].startswith("SealError")
+    assert (by_account[working]["status"], by_account[working]["error"], seen) == ("succeeded", None, 1)

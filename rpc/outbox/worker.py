@@ -84,16 +84,13 @@ def _periodic(name: str, job: Periodic) -> Callable[[JobContext, int], Awaitable
 
 @dataclass(frozen=True, slots=True)
 class _Target:
-    job_id: int | None
     delivery_id: str
-    endpoint_id: str
     event_id: str
     kind: str
     body: bytes
     url: str
     secret: str
     previous_secret: str | None
-    number: int
 
 
 class _Gates:
@@ -223,7 +220,7 @@ class Deliverer:
                 unsettled.released_jobs.append(job_id)  # the endpoint holds its share: back in the queue shortly
             else:
                 self._in_flight.add(delivery_id)
-                task = asyncio.create_task(self._attempt(self._target(row)))
+                task = asyncio.create_task(self._attempt(row))
                 self._running.add(task)
                 task.add_done_callback(self._finished)
                 started += 1
@@ -238,16 +235,13 @@ class Deliverer:
     def _target(self, row: dict[str, Any]) -> _Target:
         previous = row["previous_secret_sealed"] if row["overlapping"] else None
         return _Target(
-            job_id=row["job_id"],
             delivery_id=row["delivery_id"],
-            endpoint_id=row["endpoint_id"],
             event_id=row["event_id"],
             kind=row["kind"],
             body=bytes(row["body"]),
             url=row["url"],
             secret=self._open(row["secret_sealed"]),
             previous_secret=self._open(previous) if previous else None,
-            number=row["attempts"] + 1,
         )
 
     def _open(self, sealed: bytes) -> str:
@@ -270,22 +264,24 @@ class Deliverer:
             ),
         }
 
-    async def _attempt(self, target: _Target) -> None:
+    async def _attempt(self, row: dict[str, Any]) -> None:
         try:
-            outcome = await self._post(target)
+            outcome = await self._post(row)
         finally:
-            self._gates.leave(target.endpoint_id)
-            self._in_flight.discard(target.delivery_id)
+            self._gates.leave(row["endpoint_id"])
+            self._in_flight.discard(row["delivery_id"])
         self._unsettled.outcomes.append(outcome)
         self._to_settle.set()
 
-    async def _post(self, target: _Target) -> Outcome:
+    async def _post(self, row: dict[str, Any]) -> Outcome:
         started_at = dt.datetime.now(dt.UTC)
         clock = time.monotonic()
         status_code: int | None = None
         excerpt: str | None = None
         error: str | None = None
+        number = row["attempts"] + 1
         try:
+            target = self._target(row)  # a secret that cannot be opened fails this attempt, not the worker
             async with asyncio.timeout(self._settings.webhook_timeout):
                 answer = await self._sender.post(target.url, target.body, self._headers(target))
             status_code, excerpt = answer.status_code, answer.excerpt
@@ -300,15 +296,15 @@ class Deliverer:
         retry_at = None
         if status_code == 200:
             status = "succeeded"
-        elif target.number >= len(waits):
+        elif number >= len(waits):
             status = "failed"
         else:
             status = "pending"
-            retry_at = ended + dt.timedelta(seconds=waits[target.number])
+            retry_at = ended + dt.timedelta(seconds=waits[number])
         duration_ms = round((time.monotonic() - clock) * 1000)
         return Outcome(
-            target.job_id, target.delivery_id, status, target.number, started_at, duration_ms, status_code, error,
-            excerpt, retry_at,
+            row["job_id"], row["delivery_id"], status, number, started_at, duration_ms, status_code, error, excerpt,
+            retry_at,
         )  # fmt: skip
 
     async def _settle_forever(self) -> None:
