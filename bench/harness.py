@@ -1338,7 +1338,7 @@ class Hooks:
         receipt."""
         bench, config = self.bench, self.bench.config
         asyncio.run(purge_backlog(bench.database_url))
-        expected = self.emit(config.webhook_events, rate=None)
+        expected, _ = self.emit(config.webhook_events, rate=None)
         bench.say(f"  webhooks: {len(expected)} events emitted with no worker running; starting one bin/worker")
         concurrency = ["--concurrency", str(config.worker_concurrency)]
         worker = bench.targets.start(f"worker-{number}", [*script("worker"), *concurrency])
@@ -1346,7 +1346,7 @@ class Hooks:
             drain = self.drain(worker, expected)
             bench.say(f"  webhooks: drained at {drain.rate:,.0f} events/s; now paced")
             rate = min(config.webhook_rate, 0.9 * drain.rate)
-            created = self.emit(int(rate * config.paced_seconds), rate=rate)
+            created, rate = self.emit(int(rate * config.paced_seconds), rate=rate)
             arrivals = self.wait_for(worker, created)
         finally:
             worker.stop()
@@ -1357,17 +1357,21 @@ class Hooks:
         )
         self.rounds.append(HookRound(drain=drain, paced_rate=rate, latencies_ms=latencies))
 
-    def emit(self, count: int, rate: float | None) -> dict[str, float]:
-        """`count` events, straight through the emitter; the deliveries they created (what the database holds)."""
+    def emit(self, count: int, rate: float | None) -> tuple[dict[str, float], float]:
+        """`count` events, straight through the emitter: the deliveries they created (what the database holds),
+        and the rate they were emitted at."""
         started = time.time()
         accounts = self.bench.seeded.employers.accounts
         emitted = asyncio.run(emit_events(self.bench.database_url, self.emitter, accounts, count, rate))
         if rate is not None and emitted < 0.95 * rate:
-            self.bench.notes.append(f"webhooks.delivery: asked for {rate:.0f} events/s, emitted {emitted:.0f}")
+            self.bench.notes.append(
+                f"webhooks.delivery: asked for {rate:.0f} events/s, emitted {emitted:.0f} (the bench's own emitter "
+                "was short of CPU): the latency figures are at that rate"
+            )
         created = asyncio.run(deliveries_since(self.bench.database_url, started))
         if not created:
             raise BenchError("the emitted events created no webhook deliveries")
-        return created
+        return created, emitted
 
     def drain(self, worker: Child, expected: dict[str, float]) -> Run:
         """First arrival to last: one worker's throughput on a backlog, and its CPU over the same span."""
