@@ -52,14 +52,16 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from bench.delivery import emit_events
 from procedures.vocabulary import VOCABULARY
 from rpc.app import prepare_database
 from rpc.core.types import Connection
 from rpc.core.vocabulary import Vocabulary
 from rpc.ops import admin as ops
+from rpc.ops.cli import WORKER_CONCURRENCY
 from rpc.outbox.emit import build_emitter
 from rpc.outbox.endpoints import Webhooks
-from rpc.outbox.queue import DELIVER_TASK, QUEUE
+from rpc.outbox.queue import DELIVER_TASK, DELIVERY_QUEUE
 from rpc.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,6 +129,7 @@ class Config:
     """How much to seed and how long to measure."""
 
     quick: bool
+    only_webhooks: bool  # seed the accounts and their endpoints, measure webhook delivery, nothing else
     seconds: int  # one wrk run
     warmup: int
     rounds: int
@@ -136,17 +139,15 @@ class Config:
     candidates: int
     applications: int
     webhook_events: int  # the backlog one worker drains, per round
-    paced_seconds: int  # emission below the worker's capacity, for latency
+    worker_concurrency: int  # bin/worker --concurrency: attempts in flight
+    webhook_rate: float  # events/s emitted for the latency figures (less if the worker drained slower)
+    paced_seconds: int  # how long they are emitted at that rate
     payments: int
-
-    @property
-    def webhook_reserve(self) -> int:
-        """Applications set aside for the webhook rounds (the burst and at most 50 paced events a second)."""
-        return self.rounds * (self.webhook_events + 50 * self.paced_seconds) + 100
 
 
 QUICK = Config(
     quick=True,
+    only_webhooks=False,
     seconds=2,
     warmup=1,
     rounds=1,
@@ -155,12 +156,15 @@ QUICK = Config(
     accounts=100,
     candidates=1_000,
     applications=10_000,
-    webhook_events=150,
+    webhook_events=1_000,
+    worker_concurrency=WORKER_CONCURRENCY,
+    webhook_rate=1_000.0,
     paced_seconds=2,
     payments=3_000,
 )
 FULL = Config(
     quick=False,
+    only_webhooks=False,
     seconds=10,
     warmup=2,
     rounds=3,
@@ -169,7 +173,9 @@ FULL = Config(
     accounts=1_000,
     candidates=5_000,
     applications=150_000,
-    webhook_events=1_000,
+    webhook_events=5_000,
+    worker_concurrency=WORKER_CONCURRENCY,
+    webhook_rate=1_000.0,
     paced_seconds=10,
     payments=40_000,
 )
@@ -551,6 +557,8 @@ async def seed(url: str, settings: Settings, config: Config, hook_url: str, say:
     async with await ops.connect(url) as conn:
         say(f"seeding {config.accounts} enterprise accounts (an API key, a session token and a webhook each)")
         employers = await seed_employers(conn, settings, vocabulary, config.accounts, hook_url)
+        if config.only_webhooks:
+            return Seeded(employers=employers, writes=[], payments=[])
         say(f"seeding {config.sizes[0]:,} jobs, {config.applications:,} applications")
         jobs = await load_jobs(conn, rng, config.sizes[0], employers.accounts, collect=True, rebuild=False)
         candidates = await seed_candidates(conn, config.candidates)
@@ -1176,9 +1184,7 @@ class Bench:
         self._request_files()
 
     def _request_files(self) -> None:
-        employers, reserve, work = self.seeded.employers, self.config.webhook_reserve, self.targets.work
-        if len(self.seeded.writes) <= reserve:
-            raise BenchError("too few applications seeded for the webhook rounds")
+        employers, work = self.seeded.employers, self.targets.work
         self.reads = [
             Read(name, target, RequestFile.write(work / f"reads-{n}", read_lines(target, credentials)))
             for n, (name, target, credentials) in enumerate(
@@ -1189,8 +1195,7 @@ class Bench:
                 ]
             )
         ]
-        self.hook_writes = self.seeded.writes[:reserve]
-        self.writes = Reserve(RequestFile.write(work / "writes", write_lines(self.seeded.writes[reserve:])))
+        self.writes = Reserve(RequestFile.write(work / "writes", write_lines(self.seeded.writes)))
         self.payments: Reserve | None = None
         if self.seeded.payments:
             key, salt = self.targets.env["PAYTR_MERCHANT_KEY"], self.targets.env["PAYTR_MERCHANT_SALT"]
@@ -1200,7 +1205,13 @@ class Bench:
     # --- running --------------------------------------------------------------------------------------------
 
     def run(self) -> list[Row]:
-        """Every scenario at the first size, then the job reads at each larger one."""
+        """Every scenario at the first size, then the job reads at each larger one (or webhook delivery alone)."""
+        if self.config.only_webhooks:
+            hooks = Hooks(self)
+            for number in range(1, self.config.rounds + 1):
+                self.say(f"round {number}/{self.config.rounds}")
+                hooks.round(number)
+            return [hooks.row(0)]
         self.targets.start_service()
         self.targets.start_ceiling(self.seeded.employers.keys[0])
         self.warm_up()
@@ -1314,28 +1325,28 @@ class HookRound:
 
 class Hooks:
     """Webhook delivery by one `bin/worker` into the loopback receiver: its throughput on a backlog, and the
-    latency from emit (the write's transaction) to receipt when events come slower than it can deliver."""
+    latency from emit (the event's transaction) to receipt at the target rate (`Config.webhook_rate`)."""
 
     def __init__(self, bench: Bench) -> None:
         self.bench = bench
+        self.emitter = build_emitter(Settings.from_env(bench.targets.env), VOCABULARY.event_kinds)
         self.rounds: list[HookRound] = []
 
     def round(self, number: int) -> None:
         """Purge the writes' backlog, emit a burst with no worker running, start one worker and time the drain;
-        then emit at a paced rate below its capacity and time each event from emit to receipt."""
+        then emit at the target rate (or below what the worker drained at) and time each event from emit to
+        receipt."""
         bench, config = self.bench, self.bench.config
-        per_round = len(bench.hook_writes) // config.rounds
-        writes = bench.hook_writes[(number - 1) * per_round : number * per_round]
-        burst, paced = writes[: config.webhook_events], writes[config.webhook_events :]
         asyncio.run(purge_backlog(bench.database_url))
-        expected = self.emit(burst, rate=None)
+        expected, _ = self.emit(config.webhook_events, rate=None)
         bench.say(f"  webhooks: {len(expected)} events emitted with no worker running; starting one bin/worker")
-        worker = bench.targets.start(f"worker-{number}", script("worker"))
+        concurrency = ["--concurrency", str(config.worker_concurrency)]
+        worker = bench.targets.start(f"worker-{number}", [*script("worker"), *concurrency])
         try:
             drain = self.drain(worker, expected)
-            bench.say(f"  webhooks: drained at {drain.rate:,.0f} events/s; now paced below that")
-            rate = max(5.0, min(50.0, drain.rate / 2))
-            created = self.emit(paced[: int(rate * config.paced_seconds)], rate=rate)
+            bench.say(f"  webhooks: drained at {drain.rate:,.0f} events/s; now paced")
+            rate = min(config.webhook_rate, 0.9 * drain.rate)
+            created, rate = self.emit(int(rate * config.paced_seconds), rate=rate)
             arrivals = self.wait_for(worker, created)
         finally:
             worker.stop()
@@ -1346,16 +1357,21 @@ class Hooks:
         )
         self.rounds.append(HookRound(drain=drain, paced_rate=rate, latencies_ms=latencies))
 
-    def emit(self, writes: Sequence[Write], rate: float | None) -> dict[str, float]:
-        """Events by `update_status` writes; the deliveries they created (what the database holds counts)."""
+    def emit(self, count: int, rate: float | None) -> tuple[dict[str, float], float]:
+        """`count` events, straight through the emitter: the deliveries they created (what the database holds),
+        and the rate they were emitted at."""
         started = time.time()
-        answered = asyncio.run(emit(self.bench.targets.url, writes, concurrency=16, rate=rate))
-        if answered < len(writes):
-            self.bench.notes.append(f"webhooks.delivery: {len(writes) - answered} emitting writes were not 200")
+        accounts = self.bench.seeded.employers.accounts
+        emitted = asyncio.run(emit_events(self.bench.database_url, self.emitter, accounts, count, rate))
+        if rate is not None and emitted < 0.95 * rate:
+            self.bench.notes.append(
+                f"webhooks.delivery: asked for {rate:.0f} events/s, emitted {emitted:.0f} (the bench's own emitter "
+                "was short of CPU): the latency figures are at that rate"
+            )
         created = asyncio.run(deliveries_since(self.bench.database_url, started))
         if not created:
-            raise BenchError("the update_status writes created no webhook deliveries")
-        return created
+            raise BenchError("the emitted events created no webhook deliveries")
+        return created, emitted
 
     def drain(self, worker: Child, expected: dict[str, float]) -> Run:
         """First arrival to last: one worker's throughput on a backlog, and its CPU over the same span."""
@@ -1396,7 +1412,7 @@ class Hooks:
         latencies = [latency for hook in self.rounds for latency in hook.latencies_ms]
         row.p50_ms, row.p99_ms = rounded(percentile(latencies, 50), 2), rounded(percentile(latencies, 99), 2)
         row.details.update(
-            worker="one bin/worker (concurrency 10); server CPU = the worker's",
+            worker=f"one bin/worker --concurrency {self.bench.config.worker_concurrency}; server CPU = the worker's",
             backlog_events=self.bench.config.webhook_events,
             backlog_p50_ms=rounded(median([drain.p50_ms for drain in drains]), 1),
             backlog_p99_ms=rounded(median([drain.p99_ms for drain in drains]), 1),
@@ -1436,7 +1452,7 @@ async def purge_backlog(url: str) -> None:
     rate), which times the purge, not the worker. A running service never deletes a backlog like that."""
     async with await ops.connect(url) as conn:
         async with conn.transaction():
-            await conn.execute(_PURGE_JOBS, {"queue": QUEUE, "task": DELIVER_TASK})
+            await conn.execute(_PURGE_JOBS, {"queue": DELIVERY_QUEUE, "task": DELIVER_TASK})
             await conn.execute(_PURGE_DELIVERIES)
         await conn.execute(_VACUUM_QUEUE)
 
@@ -1446,33 +1462,6 @@ async def deliveries_since(url: str, since: float) -> dict[str, float]:
     async with await ops.connect(url) as conn:
         cursor = await conn.execute(_CREATED_SINCE, {"since": since})
         return {str(row["id"]): float(row["created"]) for row in await cursor.fetchall()}
-
-
-async def emit(base_url: str, writes: Sequence[Write], *, concurrency: int, rate: float | None) -> int:
-    """Events by writes: `applications.update_status` on each application, as fast as `concurrency` allows or
-    started at `rate` a second; how many answered 200."""
-    gate = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
-
-        async def one(write: Write) -> bool:
-            async with gate:
-                try:
-                    response = await client.post(
-                        "/v1/applications.update_status",
-                        json={"id": write.application_id, "status": WRITE_TARGET},
-                        headers={"Authorization": f"Bearer {write.key}"},
-                    )
-                except httpx.TransportError:
-                    return False  # not retried: the write may have committed; what counts is what the DB holds
-                return response.status_code == 200
-
-        tasks = []
-        started = time.monotonic()
-        for number, write in enumerate(writes):
-            if rate is not None:
-                await asyncio.sleep(max(0.0, started + number / rate - time.monotonic()))
-            tasks.append(asyncio.create_task(one(write)))
-        return sum(await asyncio.gather(*tasks))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1547,8 +1536,10 @@ def explanations(config: Config) -> list[str]:
         f"{config.accounts} enterprise accounts ({config.accounts} × 1,000/minute in all).",
         "ms/req: CPU time of the server process (the worker for webhooks) and of the database's backends per "
         "answer that counted; bound by: a process near a full core, else the machine, else waits.",
-        "webhooks.delivery: events/s of one bin/worker draining a backlog emitted by update_status writes "
-        "(first to last arrival); p50/p99: emit (the write's transaction) to the receiver, paced below capacity.",
+        f"webhooks.delivery: events/s of one bin/worker draining a backlog of {config.webhook_events:,} events "
+        "(first to last arrival), emitted through the service's Emitter, one transaction each; p50/p99: emit (the "
+        f"event's transaction) to the receiver at {config.webhook_rate:,.0f} events/s for {config.paced_seconds} s "
+        "(or 90 % of the drain rate, if lower).",
     ]
 
 
@@ -1564,8 +1555,12 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None]:
     parser.add_argument("--seconds", type=int, help="seconds per wrk run (default 10, quick 2)")
     parser.add_argument("--rounds", type=int, help="rounds of every scenario (default 3, quick 1)")
     parser.add_argument("--logs", type=Path, metavar="DIR", help="keep the output of every process started in DIR")
+    parser.add_argument("--webhooks", action="store_true", help="only webhook delivery: events/s per worker, p99")
+    parser.add_argument("--concurrency", type=int, help=f"bin/worker --concurrency (default {WORKER_CONCURRENCY})")
     args = parser.parse_args(argv)
-    config = QUICK if args.quick else FULL
+    config = dataclasses.replace(QUICK if args.quick else FULL, only_webhooks=args.webhooks)
+    if args.concurrency is not None:
+        config = dataclasses.replace(config, worker_concurrency=max(1, args.concurrency))
     if args.seconds is not None:
         config = dataclasses.replace(config, seconds=max(1, args.seconds))
     if args.rounds is not None:

@@ -110,11 +110,9 @@ class Services:
                 sender = await stack.enter_async_context(Sender(guard(settings)))
                 app = worker_app(business.periodic)
                 await app.open_async(pool)
-                deliverer = Deliverer(settings, pool, emitter.queue, sender, metrics)
-                worker = run_worker(
-                    app, deliverer, emitter, settings, concurrency=IN_PROCESS_CONCURRENCY, signals=False
-                )
-                # Cancelled at exit: procrastinate stops taking jobs and waits for the running attempts.
+                deliverer = Deliverer(settings, pool, sender, metrics, concurrency=IN_PROCESS_CONCURRENCY)
+                worker = run_worker(app, deliverer, emitter, settings, signals=False)
+                # Cancelled at exit: no new job is taken; the attempts in flight are made and settled.
                 await stack.enter_async_context(in_background(worker))
             yield services
 
@@ -146,8 +144,8 @@ async def deliver_only(settings: Settings, database_url: str, business: Business
         app = worker_app(business.periodic)
         await app.open_async(pool)
         emitter = build_emitter(settings, business.vocabulary.event_kinds)
-        deliverer = Deliverer(settings, pool, emitter.queue, sender)
-        await run_worker(app, deliverer, emitter, settings, concurrency=concurrency, signals=True)
+        deliverer = Deliverer(settings, pool, sender, concurrency=concurrency)
+        await run_worker(app, deliverer, emitter, settings, signals=True)
 
 
 @contextlib.asynccontextmanager

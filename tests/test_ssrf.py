@@ -28,7 +28,6 @@ from rpc.db.pool import open_pool
 from rpc.ops import admin as ops
 from rpc.ops.admin import AdminError
 from rpc.outbox.endpoints import TestEvent as WebhookTestEvent  # not collected as a test class
-from rpc.outbox.queue import Queue
 from rpc.outbox.sender import Sender
 from rpc.outbox.ssrf import AddressGuard, BlockedDestination, embedded_ipv4, guard, permitted
 from rpc.outbox.worker import Deliverer
@@ -287,7 +286,7 @@ def attempt(settings: Settings, database_url: str, *delivery_ids: str, verify: s
 
     async def go() -> None:
         async with open_pool(settings, database_url) as pool, Sender(guard(settings), verify) as sender:
-            deliverer = Deliverer(settings, pool, Queue(), sender)
+            deliverer = Deliverer(settings, pool, sender)
             for delivery_id in delivery_ids:
                 await deliverer.attempt(delivery_id)
 

@@ -1,10 +1,12 @@
 """The crash drill (CONTRACT.md §7): delivery is at least once and survives a crash of any process at any moment.
 
 2,000 events for one endpoint; `bin/worker --concurrency 10` delivers them and is killed with SIGKILL twice
-while it does, and started again each time. Every event must reach the receiver (duplicates allowed), every
-delivery must end `succeeded`, no queue job may stay `doing`, and a killed attempt must not use up one of the
-five: the attempt rows of a delivery are numbered 1..attempts, and with a receiver that always answers 200
-that is exactly one attempt each.
+while it does, and started again each time; and again with `--concurrency 64` and the endpoint's share raised to
+64, so that each kill lands on batches of dozens of claimed jobs and of attempts made but not yet settled.
+Every event must reach the receiver (duplicates allowed), every delivery must end `succeeded`, no queue job may
+stay `doing`, and a killed attempt must not use up one of the five: the attempt rows of a delivery are numbered
+1..attempts, and with a receiver that always answers 200 that is exactly one attempt each. The settlement's guards
+against a job held by two workers at once are also taken step by step.
 
 Run with `-s` to see the drill's numbers.
 """
@@ -12,6 +14,7 @@ Run with `-s` to see the drill's numbers.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import hashlib
 import hmac
 import json
@@ -30,8 +33,12 @@ from typing import IO, Any
 import pytest
 
 from procedures.jobs import JobEvent
+from rpc.db.pool import open_pool
 from rpc.ops import admin as ops
+from rpc.outbox.claims import Outcome, Settlement, claim, settle
 from rpc.outbox.queue import DELIVER_TASK
+from rpc.outbox.sender import Sender
+from rpc.outbox.worker import Deliverer
 from rpc.settings import Settings
 from tests.conftest import Databases
 from tests.support import TEST_SECRET_KEY, Admin, emitter_for, settings_for
@@ -114,7 +121,7 @@ class Workers:
         self.log_path = log_path
         self.started: list[subprocess.Popen[bytes]] = []
 
-    def start(self, concurrency: int = CONCURRENCY) -> subprocess.Popen[bytes]:
+    def start(self, concurrency: int) -> subprocess.Popen[bytes]:
         process = subprocess.Popen(
             [sys.executable, str(ROOT / "bin" / "worker"), "--concurrency", str(concurrency)],
             env=self._env,
@@ -177,7 +184,7 @@ def wait_until(condition: Callable[[], bool], deadline: float, what: str, worker
         time.sleep(0.05)
 
 
-def worker_env(database_url: str) -> dict[str, str]:
+def worker_env(database_url: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "TEST_DATABASE_URL", "SERVICE_ENV")}
     return {
         **env,
@@ -185,6 +192,7 @@ def worker_env(database_url: str) -> dict[str, str]:
         "SERVICE_SECRET_KEY": TEST_SECRET_KEY,
         "SERVICE_ENV": "development",  # the receiver is on 127.0.0.1
         **WORKER_ENV,
+        **extra,
     }
 
 
@@ -243,20 +251,28 @@ def subscribe(admin: Admin, receiver: Receiver) -> str:
     return user.account_id
 
 
-def test_delivery_survives_two_kills_of_the_worker(databases: Databases, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("concurrency", "per_endpoint"),
+    [(CONCURRENCY, 4), (64, 64)],
+    ids=["default", "batches-of-dozens"],
+)
+def test_delivery_survives_two_kills_of_the_worker(
+    databases: Databases, tmp_path: Path, concurrency: int, per_endpoint: int
+) -> None:
     url = databases.copy()
     admin = Admin(url, settings_for(url))
     queues = Queues(admin)
     watch = StallWatch(queues)
+    env = worker_env(url, WEBHOOK_PER_ENDPOINT=str(per_endpoint))
 
-    with Receiver() as receiver, Workers(worker_env(url), tmp_path / "worker.log") as workers:
+    with Receiver() as receiver, Workers(env, tmp_path / "worker.log") as workers:
         account_id = subscribe(admin, receiver)
         emitted_in = emit(url, settings_for(url, **WORKER_ENV), account_id, EVENTS)
         assert queues.pending() == EVENTS
 
         started = time.monotonic()
         deadline = started + DEADLINE
-        worker = workers.start()
+        worker = workers.start(concurrency)
         at_kill: list[tuple[int, int, int]] = []  # receipts, deliveries left, jobs left doing
         for threshold in KILL_AFTER:
 
@@ -270,7 +286,7 @@ def test_delivery_survives_two_kills_of_the_worker(databases: Databases, tmp_pat
             left_doing = queues.doing()
             watch.killed(left_doing)
             at_kill.append((receiver.seen, queues.pending(), len(left_doing)))
-            worker = workers.start()
+            worker = workers.start(concurrency)
         for seen, left, _ in at_kill:
             assert left > 0, f"a kill came after the last delivery ({seen} receipts): not a drill"
 
@@ -310,7 +326,7 @@ def test_delivery_survives_two_kills_of_the_worker(databases: Databases, tmp_pat
         f"{len(keys)} receipts ({len(set(keys))} distinct, {duplicates} duplicates); "
         f"{sum(row['made'] for row in deliveries)} attempts recorded ({retried} deliveries needed more than one); "
         f"{elapsed:.1f} s from the first start to all succeeded = {EVENTS / elapsed:.0f} events/s "
-        f"with {len(workers.started)} worker processes in turn, --concurrency {CONCURRENCY}"
+        f"with {len(workers.started)} worker processes in turn, --concurrency {concurrency}"
     )
 
     assert len(events) == EVENTS
@@ -356,3 +372,106 @@ def test_a_killed_workers_jobs_are_requeued_while_a_backlog_waits(databases: Dat
         f"{len(still_doing)} of the {len(left_doing)} jobs the killed worker left doing are still doing "
         f"{RECOVERY_BOUND:.0f} s after the kill, with {waiting} deliveries waiting"
     )
+
+
+def attempted(row: dict[str, Any], status_code: int | None, *, retry_in: float | None) -> Outcome:
+    """The outcome of the attempt a claimed `row` asked for: `pending` with the next attempt `retry_in` seconds
+    away, else `succeeded` (200) or `failed`."""
+    now = dt.datetime.now(dt.UTC)
+    status = "pending" if retry_in is not None else "succeeded" if status_code == 200 else "failed"
+    return Outcome(
+        job_id=row["job_id"],
+        delivery_id=row["delivery_id"],
+        status=status,
+        number=row["attempts"] + 1,
+        started_at=now,
+        duration_ms=1,
+        status_code=status_code,
+        error=None if status_code else "ConnectionResetError: drill",
+        excerpt=None,
+        headers={"webhook-id": "drill"},
+        next_attempt_at=None if retry_in is None else now + dt.timedelta(seconds=retry_in),
+    )
+
+
+def test_a_job_claimed_by_two_workers_is_settled_once(databases: Databases) -> None:
+    """Worker A claims a batch and is taken for dead: its job is requeued (as the stalled-job retry does) and
+    worker B claims it too, while A's attempt still runs. B settles first, a failure: the attempt is recorded and
+    the job rescheduled, due at once, and B claims it again for attempt 2. A's late success for attempt 1 then
+    records nothing and leaves alone the job B holds (deleting it would strand the delivery without a job if
+    attempt 2 failed too); B's attempt 2 finishes the delivery and its job. A late settlement of attempt 1 once
+    the job is gone records nothing either."""
+    url = databases.copy()
+    admin = Admin(url, settings_for(url))
+    user = admin.user("employer")
+    admin.webhook(user, "http://127.0.0.1:9/hooks", ["job.updated"])
+    emit(url, settings_for(url), user.account_id, 1)
+    workers = admin.sql("INSERT INTO procrastinate_workers SELECT FROM generate_series(1, 2) RETURNING id")
+    a, b = (row["id"] for row in workers)
+    now = dt.datetime.now(dt.UTC)
+
+    def jobs() -> list[dict[str, Any]]:
+        return admin.sql("SELECT status::text AS status, worker_id FROM procrastinate_jobs")
+
+    async def go() -> list[tuple[int, list[dict[str, Any]], list[dict[str, Any]]]]:
+        steps = []
+        async with await ops.connect(url) as conn:
+
+            async def step(worker: int, outcome: Outcome) -> None:
+                recorded = await settle(conn, worker, Settlement([outcome], [], [], []), now)
+                steps.append((worker, recorded, await asyncio.to_thread(jobs)))
+
+            [held_by_a] = await claim(conn, a, 10)
+            await conn.execute("UPDATE procrastinate_jobs SET status = 'todo', worker_id = NULL")  # A "stalled"
+            [held_by_b] = await claim(conn, b, 10)
+            await step(b, attempted(held_by_b, None, retry_in=0))
+            [again_by_b] = await claim(conn, b, 10)
+            await step(a, attempted(held_by_a, 200, retry_in=None))
+            await step(b, attempted(again_by_b, 200, retry_in=None))
+            await step(a, attempted(held_by_a, 200, retry_in=None))
+        return steps
+
+    [b_fails, a_late, b_succeeds, a_later] = asyncio.run(go())
+    assert [row["number"] for row in b_fails[1]] == [1] and b_fails[2] == [{"status": "todo", "worker_id": None}]
+    assert a_late[1] == [] and a_late[2] == [{"status": "doing", "worker_id": b}], "B's job is B's to settle"
+    assert [row["number"] for row in b_succeeds[1]] == [2] and b_succeeds[2] == []
+    assert a_later[1] == [] and a_later[2] == []
+    [delivery] = admin.sql("SELECT status, attempts FROM webhook_deliveries")
+    assert (delivery["status"], delivery["attempts"]) == ("succeeded", 2)
+    numbers = admin.sql("SELECT number, status_code FROM webhook_attempts ORDER BY number")
+    assert numbers == [{"number": 1, "status_code": None}, {"number": 2, "status_code": 200}]
+
+
+def test_a_secret_that_cannot_be_opened_fails_its_attempt_not_the_worker(databases: Databases) -> None:
+    """A batch is built from what the claim returned; an endpoint whose sealed secret no longer opens (tampered,
+    or sealed under another SERVICE_SECRET_KEY) must cost its own delivery an attempt, recorded with the reason,
+    and leave the worker delivering the rest."""
+    url = databases.copy()
+    settings = settings_for(url, WEBHOOK_RETRY_WAITS="0")
+    admin = Admin(url, settings)
+    with Receiver() as receiver:
+        broken, working = subscribe(admin, receiver), subscribe(admin, receiver)
+        admin.sql("UPDATE webhook_endpoints SET secret_sealed = '\\x00'::bytea WHERE account_id = %(a)s", {"a": broken})
+        for account_id in (broken, working):
+            emit(url, settings, account_id, 1)
+        rows = admin.sql(
+            "SELECT d.id::text AS id, e.account_id::text AS account FROM webhook_deliveries AS d "
+            "JOIN webhook_endpoints AS e ON e.id = d.endpoint_id"
+        )
+
+        async def go() -> None:
+            async with open_pool(settings, url) as pool, Sender(None) as sender:
+                deliverer = Deliverer(settings, pool, sender)
+                for row in sorted(rows, key=lambda row: row["account"] != broken):  # the broken one first
+                    await deliverer.attempt(row["id"])
+
+        asyncio.run(go())
+        seen = receiver.seen
+    outcomes = admin.sql(
+        "SELECT e.account_id::text AS account, d.status, d.attempts, a.error FROM webhook_deliveries AS d "
+        "JOIN webhook_endpoints AS e ON e.id = d.endpoint_id JOIN webhook_attempts AS a ON a.delivery_id = d.id"
+    )
+    by_account = {row["account"]: row for row in outcomes}
+    assert (by_account[broken]["status"], by_account[broken]["attempts"]) == ("failed", 1)
+    assert by_account[broken]["error"].startswith("the endpoint's secret cannot be opened")
+    assert (by_account[working]["status"], by_account[working]["error"], seen) == ("succeeded", None, 1)

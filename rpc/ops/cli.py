@@ -27,6 +27,8 @@ from rpc.outbox.endpoints import Webhooks
 from rpc.services import deliver_only
 from rpc.settings import Settings, SettingsError
 
+WORKER_CONCURRENCY = 32  # bin/worker's attempts in flight; it claims jobs in batches of at least half as many
+
 
 def _print(obj: dict[str, Any]) -> None:
     sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
@@ -151,7 +153,9 @@ async def _anyone(url: str) -> bool:
 def worker(argv: list[str] | None = None) -> None:
     """bin/worker: webhook delivery only; run as many as you like, on any host."""
     parser = argparse.ArgumentParser(prog="bin/worker", description=worker.__doc__)
-    parser.add_argument("--concurrency", type=int, default=10, help="attempts in flight at once")
+    parser.add_argument(
+        "--concurrency", type=int, default=WORKER_CONCURRENCY, help="attempts in flight at once (all endpoints)"
+    )
     args = parser.parse_args(argv)
     if args.concurrency < 1:
         _fail("--concurrency must be at least 1")

@@ -16,13 +16,15 @@ from procrastinate.types import JSONDict
 
 from rpc.core.types import Connection
 
-QUEUE = "webhooks"
+QUEUE = "webhooks"  # the workers' periodic work and e-mail, run by procrastinate's own worker
+DELIVERY_QUEUE = "webhook_deliveries"  # one job per delivery, claimed in batches by rpc/outbox/claims.py
 DELIVER_TASK = "hire.deliver_webhook"
 MAIL_TASK = "hire.send_mail"
+_QUEUE_OF_TASK = {DELIVER_TASK: DELIVERY_QUEUE, MAIL_TASK: QUEUE}
 
 
 class Queue:
-    """Defers delivery jobs on the caller's connection (a bare procrastinate app: deferring needs no opening)."""
+    """Defers jobs on the caller's connection (a bare procrastinate app: deferring needs no opening)."""
 
     def __init__(self) -> None:
         self._app = procrastinate.App(connector=procrastinate.PsycopgConnector())
@@ -33,7 +35,8 @@ class Queue:
     async def defer(self, conn: Connection, task: str, jobs: list[JSONDict], at: dt.datetime | None = None) -> None:
         """Jobs of the worker's task named `task` (webhook delivery, e-mail), due at `at` (default: now)."""
         if jobs:
-            deferrer = self._app.configure_task(task, queue=QUEUE, connection=conn, schedule_at=at)
+            queue = _QUEUE_OF_TASK[task]
+            deferrer = self._app.configure_task(task, queue=queue, connection=conn, schedule_at=at)
             await deferrer.batch_defer_async(*jobs)
 
 

@@ -1,12 +1,16 @@
-"""The webhook worker (which also sends e-mail: `rpc.mail.postman`): one procrastinate job per attempt; our
-tables are the record.
+"""The webhook worker (which also sends e-mail: `rpc.mail.postman`): delivery jobs claimed in batches, attempts
+made concurrently, outcomes settled in batches; our tables are the record.
 
-A job makes one HTTP attempt and records it in the same transaction that either finishes the delivery
-(`succeeded`, or `failed` after the last attempt) or defers the job of the next attempt, due one wait
-of WEBHOOK_RETRY_WAITS after the end of this one. Attempts are counted in `webhook_deliveries`, not by the
-queue: a worker killed mid-attempt records nothing, and the periodic retry of stalled jobs repeats that
-attempt without using up one of the five. Delivery is therefore at least once; receivers discard
-duplicates by `idempotency_key`.
+A worker claims up to half its free attempt slots of due delivery jobs in one statement (`rpc/outbox/claims.py`),
+posts them concurrently (at most WEBHOOK_PER_ENDPOINT at once to one endpoint), and settles every outcome that has
+come in since its last settlement in one statement: the attempt row, the delivery's new state (`succeeded`, `failed`
+after the last attempt, or `pending` with its next attempt due one wait of WEBHOOK_RETRY_WAITS after the end of
+this one) and the job (deleted, or rescheduled for that next attempt) change together. Attempts are counted in
+`webhook_deliveries`, not by the queue: a worker killed before it settles an attempt records nothing, its jobs are
+still `doing` under its id, and the periodic retry of stalled jobs repeats those attempts without using up one of
+the five. Delivery is therefore at least once; receivers discard duplicates by `idempotency_key`.
+
+procrastinate's own worker runs beside, for the periodic work (the stalled-job retry among it) and e-mail.
 """
 
 from __future__ import annotations
@@ -15,23 +19,27 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import procrastinate
+import psycopg
 from procrastinate import JobContext
-from psycopg.types.json import Jsonb
+from procrastinate.exceptions import ConnectorException
+from procrastinate.jobs import Notification
 
 from rpc.auth import housekeeping
 from rpc.core import idempotency
-from rpc.core.crypto import Sealer
+from rpc.core.crypto import Sealer, SealError
 from rpc.db.pool import Pool
 from rpc.mail.postman import Postman, send_mail
 from rpc.ops.metrics import Metrics
+from rpc.outbox.claims import Outcome, Settlement, beat, claim, claim_delivery, register, settle, unregister
 from rpc.outbox.emit import Emitter
 from rpc.outbox.periodic import Periodic
-from rpc.outbox.queue import DELIVER_TASK, MAIL_TASK, QUEUE, Queue
-from rpc.outbox.sender import Answer, Sender, describe_failure
+from rpc.outbox.queue import DELIVERY_QUEUE, MAIL_TASK, QUEUE
+from rpc.outbox.sender import Sender, describe_failure
 from rpc.outbox.signatures import ENDPOINT_SEAL_PURPOSE, signed_headers
 from rpc.outbox.ssrf import BlockedDestination
 from rpc.settings import Settings
@@ -39,53 +47,19 @@ from rpc.settings import Settings
 log = logging.getLogger(__name__)
 
 USER_AGENT = "HireAPI-Webhooks/1.0"
-
-_LOAD = """
-SELECT d.status, d.attempts, d.endpoint_id::text AS endpoint_id, e.id::text AS event_id, e.kind, e.body,
-       ep.url, ep.enabled, ep.secret_sealed, ep.previous_secret_sealed,
-       coalesce(ep.overlap_until > now(), false) AS overlapping
-FROM webhook_deliveries AS d
-JOIN events AS e ON e.id = d.event_id
-JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
-WHERE d.id = %(id)s
-"""
-# One statement records the attempt and its outcome. Only a delivery still pending at fewer attempts is
-# changed (its row lock makes a concurrent duplicate of this attempt wait, then find nothing to do), and the
-# attempt row is written only when the delivery was: a stalled job retried while the first still ran records
-# its attempt once.
-_RECORD = """
-WITH recorded AS (
-    UPDATE webhook_deliveries
-    SET status = %(status)s, attempts = %(number)s, last_status_code = %(status_code)s, last_error = %(error)s,
-        next_attempt_at = %(next_attempt_at)s, updated_at = now()
-    WHERE id = %(id)s AND status = 'pending' AND attempts < %(number)s
-    RETURNING id
-)
-INSERT INTO webhook_attempts
-    (delivery_id, number, started_at, duration_ms, status_code, error, response_excerpt, request_headers)
-SELECT id, %(number)s, %(started_at)s, %(duration_ms)s, %(status_code)s, %(error)s, %(excerpt)s, %(headers)s
-FROM recorded
-RETURNING delivery_id
-"""
-_DISABLED = """
-UPDATE webhook_deliveries
-SET status = 'failed', last_error = 'the endpoint is disabled', next_attempt_at = NULL, updated_at = now()
-WHERE id = %(id)s AND status = 'pending'
-"""
-
+PERIODIC_CONCURRENCY = 4  # procrastinate's worker runs only the periodic work now
 
 # The framework's own periodic work, beside the business's.
 FRAMEWORK_PERIODIC = {"forget_expired": housekeeping.PERIODIC, "forget_idempotency_keys": idempotency.PERIODIC}
 
 
 def worker_app(periodic: Mapping[str, Periodic]) -> procrastinate.App:
-    """A procrastinate app with the delivery task, the retry of stalled jobs, and the framework's and the
-    business's `periodic` work; open it on our pool (`await app.open_async(pool)`) to run a worker.
+    """A procrastinate app with the retry of stalled jobs and the framework's and the business's `periodic` work;
+    open it on our pool (`await app.open_async(pool)`) to run a worker.
 
     Built per call (not a module-level app), so that several can live in one process, as in the tests.
     """
     app = procrastinate.App(connector=procrastinate.PsycopgConnector())
-    app.task(name=DELIVER_TASK, queue=QUEUE, pass_context=True)(deliver_webhook)
     app.task(name=MAIL_TASK, queue=QUEUE, pass_context=True)(send_mail)
     _schedule(app, "retry_stalled_jobs", "* * * * * */5", retry_stalled_jobs)  # every 5 seconds
     for name, job in {**FRAMEWORK_PERIODIC, **periodic}.items():
@@ -95,7 +69,7 @@ def worker_app(periodic: Mapping[str, Periodic]) -> procrastinate.App:
 
 def _schedule(app: procrastinate.App, name: str, cron: str, function: Callable[..., Awaitable[None]]) -> None:
     """A task run every `cron` by one of the workers (procrastinate defers each tick once)."""
-    # Ahead of any backlog of deliveries: the stalled-job retry must not wait for the queue to drain.
+    # Ahead of the rest of the periodic work: the stalled-job retry must not wait behind it.
     task = app.task(name=f"hire.{name}", queue=QUEUE, pass_context=True, queueing_lock=name, priority=100)(function)
     app.periodic(cron=cron, periodic_id=name)(task)
 
@@ -112,14 +86,13 @@ def _periodic(name: str, job: Periodic) -> Callable[[JobContext, int], Awaitable
 
 @dataclass(frozen=True, slots=True)
 class _Target:
-    endpoint_id: str
+    delivery_id: str
     event_id: str
     kind: str
     body: bytes
     url: str
     secret: str
     previous_secret: str | None
-    number: int
 
 
 class _Gates:
@@ -143,91 +116,147 @@ class _Gates:
             self._busy[endpoint_id] = busy
 
 
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    started_at: dt.datetime
-    duration_ms: int
-    status_code: int | None
-    error: str | None
-    excerpt: str | None
-    headers: dict[str, str]  # as sent, for the panel: the signatures are no secret
-
-    @property
-    def succeeded(self) -> bool:
-        return self.status_code == 200
-
-
 class Deliverer:
-    """Makes and records one attempt of one delivery."""
+    """Claims due delivery jobs, makes their attempts and settles them; `run` until stopped."""
 
     def __init__(
-        self,
-        settings: Settings,
-        pool: Pool,
-        queue: Queue,
-        sender: Sender,
-        metrics: Metrics | None = None,
+        self, settings: Settings, pool: Pool, sender: Sender, metrics: Metrics | None = None, *, concurrency: int = 10
     ) -> None:
         self._metrics = metrics
         self._settings = settings
         self.pool = pool
-        self._queue = queue
         self._sender = sender
         self._sealer = Sealer(settings.secret_key)
         self._gates = _Gates(settings.webhook_per_endpoint)
+        self._concurrency = concurrency
+        self._batch = max(1, concurrency // 2)  # claim no fewer at once while the queue is full
+        self._worker_id: int | None = None
+        self._stopped = False
+        self._running: set[asyncio.Task[None]] = set()
+        self._in_flight: set[str] = set()  # deliveries being attempted here
+        self._unsettled = Settlement.empty()
+        self._slot_freed = asyncio.Event()
+        self._to_settle = asyncio.Event()
+        self.notified = asyncio.Event()  # a new job was deferred (set by the queue's notifications)
 
     async def attempt(self, delivery_id: str) -> None:
-        target = await self._load(delivery_id)
-        if target is None:
-            return
-        if not self._gates.enter(target.endpoint_id):
-            await self._later(delivery_id)
+        """One attempt of one delivery, due or not, if its job is waiting; settled before returning."""
+        async with self.pool.connection() as conn:
+            claimed = await claim_delivery(conn, self._worker_id, delivery_id)
+        self._start(claimed)
+        await self._drain()
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Deliver until `stopping` is set; then make the attempts in flight and settle them before returning.
+
+        It registers as a queue worker of its own and keeps its heartbeat, so that the jobs it holds are requeued
+        if it dies."""
+        async with self.pool.connection() as conn:
+            self._worker_id = await register(conn)
+        poll = polling_interval(self._settings.webhook_retry_waits)
+        settling = asyncio.create_task(self._settle_forever())
+        beating = asyncio.create_task(self._beat_forever())
+        try:
+            while not stopping.is_set():
+                free = self._concurrency - len(self._running)
+                if free < self._batch:
+                    self._slot_freed.clear()
+                    await _first(self._slot_freed.wait(), stopping.wait())
+                    continue
+                self.notified.clear()
+                try:
+                    async with self.pool.connection() as conn:
+                        claimed = await claim(conn, self._worker_id, free)
+                except psycopg.Error as exc:
+                    log.warning("claiming delivery jobs failed, trying again in %g s: %s", poll, exc)
+                    claimed = []
+                started = self._start(claimed)
+                if len(claimed) < free or not started:
+                    # Nothing more is due, or only jobs of endpoints holding their share (sent back to the queue):
+                    # wait for a new job, a slot, a retry falling due or a stop, rather than sweep the queue.
+                    self._slot_freed.clear()
+                    waits = (self._slot_freed.wait(), self.notified.wait(), stopping.wait())
+                    await _first(asyncio.sleep(poll), *waits)
+        finally:
+            while self._running:
+                await asyncio.gather(*self._running)
+            self._stopped = True
+            self._to_settle.set()
+            await settling
+            beating.cancel()
+            await self._unregister()
+
+    async def _beat_forever(self) -> None:
+        """The heartbeat. A worker cut off for longer than the stalled timeout has been pruned, and its jobs
+        requeued: it registers again, and what it still settles for the old id is guarded as any late settlement
+        is."""
+        while True:
+            await asyncio.sleep(self._settings.worker_heartbeat)
+            try:
+                async with self.pool.connection() as conn:
+                    if self._worker_id is not None and not await beat(conn, self._worker_id):
+                        log.warning("delivery worker %s was taken for dead; registering again", self._worker_id)
+                        self._worker_id = await register(conn)
+            except psycopg.Error as exc:
+                log.warning("the delivery worker's heartbeat failed: %s", exc)
+
+    async def _unregister(self) -> None:
+        if self._worker_id is None:
             return
         try:
-            outcome = await self._post(delivery_id, target)
-        finally:
-            self._gates.leave(target.endpoint_id)
-        await self._record(delivery_id, target.number, outcome)
+            async with self.pool.connection() as conn:
+                await unregister(conn, self._worker_id)
+        except psycopg.Error as exc:  # its heartbeat stops all the same: it will be pruned
+            log.warning("unregistering delivery worker %s failed: %s", self._worker_id, exc)
 
-    async def _later(self, delivery_id: str) -> None:
-        """This endpoint already holds its share of the worker (a slow or hanging receiver): leave the slot to
-        other endpoints and come back shortly. No attempt is used up: our delivery row counts them."""
-        later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=min(1.0, self._settings.webhook_timeout / 2))
-        async with self.pool.connection() as conn, conn.transaction():
-            await self._queue.enqueue(conn, [delivery_id], later)
+    def _start(self, claimed: list[dict[str, Any]]) -> int:
+        """An attempt for each claimed job that needs one, the others settled without one; how many started."""
+        unsettled, started = self._unsettled, 0
+        for row in claimed:
+            job_id, delivery_id = row["job_id"], row["delivery_id"]
+            if row["status"] != "pending" or delivery_id in self._in_flight:
+                unsettled.finished_jobs.append(job_id)  # finished already, gone, or a second job of one attempt
+            elif not row["enabled"]:
+                unsettled.disabled.append((job_id, delivery_id))
+            elif not self._gates.enter(row["endpoint_id"]):
+                unsettled.released_jobs.append(job_id)  # the endpoint holds its share: back in the queue shortly
+            else:
+                self._in_flight.add(delivery_id)
+                task = asyncio.create_task(self._attempt(row))
+                self._running.add(task)
+                task.add_done_callback(self._finished)
+                started += 1
+        if unsettled:
+            self._to_settle.set()
+        return started
 
-    async def _load(self, delivery_id: str) -> _Target | None:
-        async with self.pool.connection() as conn:
-            cursor = await conn.execute(_LOAD, {"id": delivery_id})
-            row = await cursor.fetchone()
-            if row is None or row["status"] != "pending":
-                return None  # finished already: a duplicate job, or one retried after a crash
-            if not row["enabled"]:
-                await conn.execute(_DISABLED, {"id": delivery_id})
-                return None
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._slot_freed.set()
+
+    def _target(self, row: dict[str, Any]) -> _Target:
         previous = row["previous_secret_sealed"] if row["overlapping"] else None
         return _Target(
-            endpoint_id=row["endpoint_id"],
+            delivery_id=row["delivery_id"],
             event_id=row["event_id"],
             kind=row["kind"],
             body=bytes(row["body"]),
             url=row["url"],
             secret=self._open(row["secret_sealed"]),
             previous_secret=self._open(previous) if previous else None,
-            number=row["attempts"] + 1,
         )
 
     def _open(self, sealed: bytes) -> str:
         return self._sealer.open(bytes(sealed), ENDPOINT_SEAL_PURPOSE).decode()
 
-    def _headers(self, delivery_id: str, target: _Target) -> dict[str, str]:
+    def _headers(self, target: _Target) -> dict[str, str]:
         """This attempt's headers, signed now (`webhook-timestamp` is when this attempt was signed)."""
         return {
             "Content-Type": "application/json",
             "Accept-Encoding": "identity",  # the stored excerpt of the answer stays readable
             "User-Agent": USER_AGENT,
             "X-Service-Event": target.kind,
-            "X-Service-Delivery": delivery_id,
+            "X-Service-Delivery": target.delivery_id,
             **signed_headers(
                 event_id=target.event_id,
                 timestamp=int(time.time()),
@@ -237,74 +266,104 @@ class Deliverer:
             ),
         }
 
-    async def _post(self, delivery_id: str, target: _Target) -> _Outcome:
+    async def _attempt(self, row: dict[str, Any]) -> None:
+        try:
+            outcome = await self._post(row)
+        finally:
+            self._gates.leave(row["endpoint_id"])
+            self._in_flight.discard(row["delivery_id"])
+        self._unsettled.outcomes.append(outcome)
+        self._to_settle.set()
+
+    async def _post(self, row: dict[str, Any]) -> Outcome:
         started_at = dt.datetime.now(dt.UTC)
         clock = time.monotonic()
-        answer: Answer | None = None
+        status_code: int | None = None
+        excerpt: str | None = None
         error: str | None = None
-        headers = self._headers(delivery_id, target)
+        headers: dict[str, str] = {}
+        number = row["attempts"] + 1
         try:
+            target = self._target(row)  # a secret that cannot be opened fails this attempt, not the worker
+            headers = self._headers(target)
             async with asyncio.timeout(self._settings.webhook_timeout):
                 answer = await self._sender.post(target.url, target.body, headers)
+            status_code, excerpt = answer.status_code, answer.excerpt
         except TimeoutError:
             error = f"timed out after {self._settings.webhook_timeout:g} s"
         except BlockedDestination as exc:
             error = str(exc)
+        except SealError:
+            error = "the endpoint's secret cannot be opened with this SERVICE_SECRET_KEY; rotate the secret"
         except Exception as exc:  # whatever went wrong is this attempt's failure, recorded and retried
             error = describe_failure(exc)
-        duration_ms = round((time.monotonic() - clock) * 1000)
-        if answer is None:
-            return _Outcome(started_at, duration_ms, None, error, None, headers)
-        return _Outcome(started_at, duration_ms, answer.status_code, None, answer.excerpt, headers)
-
-    async def _record(self, delivery_id: str, number: int, outcome: _Outcome) -> None:
-        """The attempt and the delivery's new state; a retry's job is deferred in the same transaction."""
+        ended = dt.datetime.now(dt.UTC)
         waits = self._settings.webhook_retry_waits
         retry_at = None
-        if outcome.succeeded:
+        if status_code == 200:
             status = "succeeded"
         elif number >= len(waits):
             status = "failed"
         else:
             status = "pending"
-            retry_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=waits[number])
-        values = {
-            "id": delivery_id,
-            "status": status,
-            "number": number,
-            "started_at": outcome.started_at,
-            "duration_ms": outcome.duration_ms,
-            "status_code": outcome.status_code,
-            "error": outcome.error,
-            "excerpt": outcome.excerpt,
-            "headers": Jsonb(outcome.headers),
-            "next_attempt_at": retry_at,
-        }
-        async with self.pool.connection() as conn:
-            if retry_at is None:  # one statement, its own transaction
-                recorded = await (await conn.execute(_RECORD, values)).fetchone()
-            else:
-                async with conn.transaction():
-                    recorded = await (await conn.execute(_RECORD, values)).fetchone()
-                    if recorded is not None:
-                        await self._queue.enqueue(conn, [delivery_id], retry_at)
-        if recorded is None:
-            return  # another worker recorded this attempt (a stalled job retried while it still ran)
-        if self._metrics is not None:
-            self._metrics.deliveries.labels("succeeded" if outcome.succeeded else "failed").inc()
-        log.log(
-            logging.DEBUG if outcome.succeeded else logging.INFO,
-            "webhook delivery %s attempt %d: %s",
-            delivery_id,
-            number,
-            outcome.status_code or outcome.error,
-        )
+            retry_at = ended + dt.timedelta(seconds=waits[number])
+        duration_ms = round((time.monotonic() - clock) * 1000)
+        return Outcome(
+            row["job_id"], row["delivery_id"], status, number, started_at, duration_ms, status_code, error, excerpt,
+            headers, retry_at,
+        )  # fmt: skip
+
+    async def _settle_forever(self) -> None:
+        """Settle whatever has come in since the last settlement, as soon as the last one is written: at a high
+        rate many outcomes share a statement, at a low one each is written at once."""
+        while True:
+            await self._to_settle.wait()
+            await self._settle()
+            if self._stopped and not self._unsettled:
+                return
+
+    async def _settle(self) -> None:
+        """Write everything unsettled, trying again while the database is unreachable (the jobs stay `doing`
+        meanwhile: if this worker dies first, they are requeued and the attempts made again)."""
+        self._to_settle.clear()
+        settlement, self._unsettled = self._unsettled, Settlement.empty()
+        if not settlement:
+            return
+        later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=min(1.0, self._settings.webhook_timeout / 2))
+        while True:
+            try:
+                async with self.pool.connection() as conn:
+                    recorded = await settle(conn, self._worker_id, settlement, later)
+                break
+            except psycopg.Error as exc:
+                log.warning("settling %d attempts failed, trying again: %s", len(settlement.outcomes), exc)
+                await asyncio.sleep(1.0)
+        for row in recorded:
+            if self._metrics is not None:
+                self._metrics.deliveries.labels("succeeded" if row["status_code"] == 200 else "failed").inc()
+            log.log(
+                logging.DEBUG if row["status_code"] == 200 else logging.INFO,
+                "webhook delivery %s attempt %d: %s",
+                row["delivery_id"],
+                row["number"],
+                row["status_code"] or row["error"],
+            )
+
+    async def _drain(self) -> None:
+        """Wait for the attempts in flight, then settle them and anything else unsettled."""
+        while self._running:
+            await asyncio.gather(*self._running)
+        await self._settle()
 
 
-async def deliver_webhook(context: JobContext, delivery_id: str) -> None:
-    """One attempt of one delivery."""
-    deliverer: Deliverer = context.additional_context["deliverer"]
-    await deliverer.attempt(delivery_id)
+async def _first(*waits: Coroutine[Any, Any, Any]) -> None:
+    """Until the first of `waits` is done; the others are cancelled."""
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 async def retry_stalled_jobs(context: JobContext, timestamp: int) -> None:
@@ -325,30 +384,48 @@ def polling_interval(waits: Sequence[float]) -> float:
 
 
 async def run_worker(
-    app: procrastinate.App,
-    deliverer: Deliverer,
-    emitter: Emitter,
-    settings: Settings,
-    *,
-    concurrency: int,
-    signals: bool,
+    app: procrastinate.App, deliverer: Deliverer, emitter: Emitter, settings: Settings, *, signals: bool
 ) -> None:
-    """Work the queue until stopped (SIGTERM, or cancellation): running attempts are drained."""
+    """Deliver, and run the periodic work, until stopped (SIGTERM, or cancellation): the attempts in flight are
+    made and settled first."""
     heartbeat = settings.worker_heartbeat
-    await app.run_worker_async(
-        fetch_job_polling_interval=polling_interval(settings.webhook_retry_waits),
-        queues=[QUEUE],
-        concurrency=concurrency,
-        additional_context={
-            "deliverer": deliverer,
-            "postman": Postman(settings, deliverer.pool, emitter.queue),
-            "emitter": emitter,
-            "stalled_after": 3 * heartbeat,
-        },
-        install_signal_handlers=signals,
-        delete_jobs="successful",
-        update_heartbeat_interval=heartbeat,
-        stalled_worker_timeout=3 * heartbeat,
-        shutdown_graceful_timeout=settings.webhook_timeout + 5,
-        name="webhooks",
-    )
+    stopping = asyncio.Event()
+    listening = asyncio.create_task(_listen(app, deliverer))
+    delivering = asyncio.create_task(deliverer.run(stopping))
+    try:
+        await app.run_worker_async(
+            fetch_job_polling_interval=polling_interval(settings.webhook_retry_waits),
+            queues=[QUEUE],
+            concurrency=PERIODIC_CONCURRENCY,
+            additional_context={
+                "deliverer": deliverer,
+                "postman": Postman(settings, deliverer.pool, emitter.queue),
+                "emitter": emitter,
+                "stalled_after": 3 * heartbeat,
+            },
+            install_signal_handlers=signals,
+            delete_jobs="successful",
+            update_heartbeat_interval=heartbeat,
+            stalled_worker_timeout=3 * heartbeat,
+            shutdown_graceful_timeout=settings.webhook_timeout + 5,
+            name="webhooks",
+        )
+    finally:
+        stopping.set()
+        await delivering
+        listening.cancel()
+
+
+async def _listen(app: procrastinate.App, deliverer: Deliverer) -> None:
+    """Wake the deliverer when a delivery job is deferred (procrastinate's notification on insert); listening
+    again after the database was lost. Meanwhile the deliverer still polls."""
+
+    async def wake(*, channel: str, notification: Notification) -> None:
+        deliverer.notified.set()
+
+    while True:
+        try:
+            await app.job_manager.listen_for_jobs(on_notification=wake, queues=[DELIVERY_QUEUE])
+        except (psycopg.Error, ConnectorException) as exc:
+            log.warning("listening for delivery jobs failed, listening again in 1 s: %s", exc)
+        await asyncio.sleep(1.0)
