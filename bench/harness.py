@@ -52,6 +52,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from bench import sync
 from procedures.vocabulary import VOCABULARY
 from rpc.app import prepare_database
 from rpc.core.types import Connection
@@ -138,6 +139,7 @@ class Config:
     webhook_events: int  # the backlog one worker drains, per round
     paced_seconds: int  # emission below the worker's capacity, for latency
     payments: int
+    only: str | None = None  # one scenario alone (`--only`), at every size
 
     @property
     def webhook_reserve(self) -> int:
@@ -1151,6 +1153,7 @@ class Tally:
 
 
 WRITES = "applications.update_status"
+CHANGES = "jobs.changes"
 PAYMENTS = "payments.notify"
 
 
@@ -1200,7 +1203,9 @@ class Bench:
     # --- running --------------------------------------------------------------------------------------------
 
     def run(self) -> list[Row]:
-        """Every scenario at the first size, then the job reads at each larger one."""
+        """Every scenario at the first size, then the job reads and the feed at each larger one."""
+        if self.config.only == CHANGES:
+            return self.changes_only()
         self.targets.start_service()
         self.targets.start_ceiling(self.seeded.employers.keys[0])
         self.warm_up()
@@ -1224,7 +1229,40 @@ class Bench:
         if PAYMENTS in tally.service:
             rows.append(self.payment_row(size, tally.service[PAYMENTS]))
         rows.append(hooks.row(size))
+        rows.append(self.changes_row(size))
         return rows
+
+    def changes_only(self) -> list[Row]:
+        """`--only jobs.changes`: the feed at each size, nothing else."""
+        rows = []
+        for size in self.config.sizes:
+            if size != self.config.sizes[0]:
+                self.say(f"growing to {size:,} jobs (COPY, indexes rebuilt after)")
+                asyncio.run(grow_jobs(self.database_url, size, self.seeded.employers.accounts))
+            self.targets.start_service()
+            rows.append(self.changes_row(size))
+        return rows
+
+    def changes_row(self, size: int) -> Row:
+        """The feed followed by one client: a full pass, then incremental ones after recent writes."""
+        self.say(f"  {CHANGES}: a full pass over {size:,} jobs, then {sync.INCREMENTAL_PASSES} incremental ones")
+        try:
+            figures = sync.measure(self.targets.url, self.database_url, self.seeded.employers.keys)
+        except sync.SyncError as exc:
+            raise BenchError(str(exc)) from exc
+        details, pages = figures.details(), figures.page_ms()
+        self.say(f"  {CHANGES}: {details['full_pass_seconds']} s full pass, incremental {details['incremental_ms']} ms")
+        return Row(
+            name=CHANGES,
+            jobs=size,
+            unit="jobs/s (full pass)",
+            req_s=figures.jobs_per_s,
+            p50_ms=pages["median"],
+            p99_ms=pages["p99"],
+            errors=0,
+            rounds=1,
+            details=details,
+        )
 
     def larger_size(self, size: int) -> list[Row]:
         """Grow the jobs to `size`, restart the service (fresh plans), and measure the job reads again."""
@@ -1236,7 +1274,7 @@ class Bench:
         for number in range(1, self.config.rounds + 1):
             self.say(f"round {number}/{self.config.rounds} at {size:,} jobs")
             self.read_round(reads, tally)
-        return self.read_rows(size, reads, tally)
+        return [*self.read_rows(size, reads, tally), self.changes_row(size)]
 
     def measure(self, child: Child, url: str, requests: RequestFile, first: int = 0) -> tuple[Run, WrkSummary]:
         """One wrk run, with the CPU the measured process, the database and wrk spent over it."""
@@ -1549,6 +1587,8 @@ def explanations(config: Config) -> list[str]:
         "answer that counted; bound by: a process near a full core, else the machine, else waits.",
         "webhooks.delivery: events/s of one bin/worker draining a backlog emitted by update_status writes "
         "(first to last arrival); p50/p99: emit (the write's transaction) to the receiver, paced below capacity.",
+        f"jobs.changes: one client following the feed, {sync.PER_PAGE:,} jobs a page (p50/p99: per page); then "
+        f"{sync.INCREMENTAL_PASSES} incremental passes, each after {sync.RECENT} jobs changed (details).",
     ]
 
 
@@ -1563,6 +1603,7 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None]:
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE")
     parser.add_argument("--seconds", type=int, help="seconds per wrk run (default 10, quick 2)")
     parser.add_argument("--rounds", type=int, help="rounds of every scenario (default 3, quick 1)")
+    parser.add_argument("--only", choices=[CHANGES], help="measure only this scenario, at every size")
     parser.add_argument("--logs", type=Path, metavar="DIR", help="keep the output of every process started in DIR")
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
@@ -1570,6 +1611,8 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None]:
         config = dataclasses.replace(config, seconds=max(1, args.seconds))
     if args.rounds is not None:
         config = dataclasses.replace(config, rounds=max(1, args.rounds))
+    if args.only is not None:
+        config = dataclasses.replace(config, only=args.only)
     return config, args.json, args.logs
 
 
