@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -21,6 +21,8 @@ import psycopg
 PER_PAGE = 1_000
 RECENT = 100
 INCREMENTAL_PASSES = 5
+# The feed trails the oldest transaction running on the server (docs/sync.md): how long to wait for it.
+PATIENCE_SECONDS = 60.0
 # Writes through SQL, as any write path does: the stamp_change trigger marks them for the feed.
 _TOUCH = """
 UPDATE jobs SET title = title || '.', updated_at = now()
@@ -43,9 +45,8 @@ class Pass:
     cursor: str
 
 
-def walk(client: httpx.Client, keys: Sequence[str], cursor: str | None) -> Pass:
-    """Follow the feed from `cursor` to its end, timing each page."""
-    rotation = itertools.cycle(keys)
+def walk(client: httpx.Client, rotation: Iterator[str], cursor: str | None) -> Pass:
+    """Follow the feed from `cursor` to its end, timing each page; each request takes the next key."""
     jobs, page_ms = 0, []
     started = time.perf_counter()
     while True:
@@ -67,7 +68,8 @@ class Figures:
     """One size's passes: the full one, and the incremental ones after recent changes."""
 
     full: Pass
-    incremental: list[Pass]
+    incremental: list[Pass]  # the pass that delivered the last of the recent changes
+    delivery_s: list[float]  # from the changes' commit to that pass's end
 
     @property
     def jobs_per_s(self) -> float:
@@ -83,23 +85,30 @@ class Figures:
             "full_pass_pages": self.full.pages,
             "full_pass_page_ms": self.page_ms(),
             "recent_changes": RECENT,
-            "incremental_jobs": [step.jobs for step in self.incremental],
+            "incremental_last_pass_jobs": [step.jobs for step in self.incremental],
             "incremental_ms": _spread([1000 * step.seconds for step in self.incremental]),
+            "commit_to_delivery_ms": _spread([1000 * seconds for seconds in self.delivery_s]),
         }
 
 
 def measure(base_url: str, database_url: str, keys: Sequence[str]) -> Figures:
     """A full pass, then incremental passes each after `RECENT` fresh changes: the figures of one size."""
     with httpx.Client(base_url=base_url, timeout=120) as client, psycopg.connect(database_url) as conn:
-        full = walk(client, keys, None)
-        cursor, incremental = full.cursor, []
+        rotation = itertools.cycle(keys)
+        full = walk(client, rotation, None)
+        cursor, incremental, delivery = full.cursor, [], []
         for _ in range(INCREMENTAL_PASSES):
             conn.execute(_TOUCH, {"count": RECENT})
             conn.commit()
-            step = walk(client, keys, cursor)
-            cursor = step.cursor
+            committed, delivered = time.perf_counter(), 0
+            while delivered < RECENT:  # the feed delivers them once older transactions have ended
+                if time.perf_counter() - committed > PATIENCE_SECONDS:
+                    raise SyncError(f"{RECENT - delivered} changes not delivered after {PATIENCE_SECONDS:.0f} s")
+                step = walk(client, rotation, cursor)
+                cursor, delivered = step.cursor, delivered + step.jobs
             incremental.append(step)
-    return Figures(full, incremental)
+            delivery.append(time.perf_counter() - committed)
+    return Figures(full, incremental, delivery)
 
 
 def _spread(values: Sequence[float]) -> dict[str, float]:
