@@ -72,7 +72,7 @@ async def read_feed(
     ctx: Context, feed: FeedQuery, params: FeedParams, condition: str, values: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], str, bool]:
     """The rows after the cursor (at most `per_page`), the cursor after them, and whether more are ready now."""
-    xid, after = _decode(ctx.settings.secret_key, feed.name, params.cursor) if params.cursor else _START
+    xid, after = _decode(ctx.settings.secret_key, feed.name, params.cursor) if params.cursor is not None else _START
     t = feed.table
     cursor = await ctx.conn.execute(
         f"""
