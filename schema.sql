@@ -186,6 +186,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated_at       timestamptz(0) NOT NULL DEFAULT now(),
     published_at     timestamptz(0),
     closed_at        timestamptz(0),
+    -- The writing transaction's id, stamped on every insert and update: the position in `jobs.changes`.
+    change_xid       xid8           NOT NULL DEFAULT pg_current_xact_id(),
     CONSTRAINT jobs_pkey PRIMARY KEY (id),
     CONSTRAINT jobs_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
     CONSTRAINT jobs_created_by_fkey FOREIGN KEY (created_by) REFERENCES users (id) ON DELETE SET NULL,
@@ -197,10 +199,24 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_published_idx ON jobs (created_at DESC, id DESC) WHERE status = 'published';
 -- `mine=true`: one account's jobs in every status, newest first.
 CREATE INDEX IF NOT EXISTS jobs_account_idx ON jobs (account_id, created_at DESC, id DESC);
+-- `jobs.changes`: the feed in (change_xid, id) order.
+CREATE INDEX IF NOT EXISTS jobs_change_idx ON jobs (change_xid, id);
 -- Case-insensitive substring filters (`q` on title or company, `location`, `company`).
 CREATE INDEX IF NOT EXISTS jobs_title_trgm_idx ON jobs USING gin (title gin_trgm_ops);
 CREATE INDEX IF NOT EXISTS jobs_company_trgm_idx ON jobs USING gin (company gin_trgm_ops);
 CREATE INDEX IF NOT EXISTS jobs_location_trgm_idx ON jobs USING gin (location gin_trgm_ops);
+
+-- Every write to a job or an application stamps the row with its transaction's id, whichever path wrote it
+-- (procedures, panel, admin commands, periodic jobs, a hand-written UPDATE): the incremental sync feeds
+-- read rows below the oldest transaction still running, so a change is never skipped (docs/sync.md).
+CREATE OR REPLACE FUNCTION stamp_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.change_xid := pg_current_xact_id();
+    RETURN NEW;
+END
+$$;
+CREATE OR REPLACE TRIGGER jobs_stamp_change BEFORE INSERT OR UPDATE ON jobs
+    FOR EACH ROW EXECUTE FUNCTION stamp_change();
 
 -- The number of published jobs, kept in the transactions that publish and close jobs, so that the public
 -- list never counts a million rows. Drafts do not touch it: creating jobs never contends on this row.
@@ -251,6 +267,8 @@ CREATE TABLE IF NOT EXISTS applications (
     notes                 text,
     created_at            timestamptz(0) NOT NULL DEFAULT now(),
     updated_at            timestamptz(0) NOT NULL DEFAULT now(),
+    -- The writing transaction's id, stamped on every insert and update: the position in `applications.changes`.
+    change_xid            xid8           NOT NULL DEFAULT pg_current_xact_id(),
     CONSTRAINT applications_pkey PRIMARY KEY (id),
     CONSTRAINT applications_job_fkey FOREIGN KEY (job_id) REFERENCES jobs (id) ON DELETE CASCADE,
     CONSTRAINT applications_candidate_fkey FOREIGN KEY (candidate_id) REFERENCES users (id) ON DELETE CASCADE,
@@ -266,6 +284,13 @@ CREATE TABLE IF NOT EXISTS applications (
 CREATE INDEX IF NOT EXISTS applications_candidate_idx ON applications (candidate_id, created_at DESC, id DESC);
 -- An employer's view goes through the job: applications of one job, newest first.
 CREATE INDEX IF NOT EXISTS applications_job_idx ON applications (job_id, created_at DESC, id DESC);
+-- `applications.changes` in (change_xid, id) order: everyone's (an admin), a candidate's, one job's (an
+-- employer's, job by job of the account).
+CREATE INDEX IF NOT EXISTS applications_change_idx ON applications (change_xid, id);
+CREATE INDEX IF NOT EXISTS applications_candidate_change_idx ON applications (candidate_id, change_xid, id);
+CREATE INDEX IF NOT EXISTS applications_job_change_idx ON applications (job_id, change_xid, id);
+CREATE OR REPLACE TRIGGER applications_stamp_change BEFORE INSERT OR UPDATE ON applications
+    FOR EACH ROW EXECUTE FUNCTION stamp_change();
 
 -- One row per status change: who moved the application, when, from what to what.
 CREATE TABLE IF NOT EXISTS application_status_history (

@@ -52,6 +52,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from bench import sync
 from bench.delivery import emit_events
 from procedures.vocabulary import VOCABULARY
 from rpc.app import prepare_database
@@ -129,7 +130,6 @@ class Config:
     """How much to seed and how long to measure."""
 
     quick: bool
-    only_webhooks: bool  # seed the accounts and their endpoints, measure webhook delivery, nothing else
     seconds: int  # one wrk run
     warmup: int
     rounds: int
@@ -143,11 +143,16 @@ class Config:
     webhook_rate: float  # events/s emitted for the latency figures (less if the worker drained slower)
     paced_seconds: int  # how long they are emitted at that rate
     payments: int
+    only: str | None = None  # one scenario alone (`--only`): the feed at every size, or webhook delivery
+
+    @property
+    def only_webhooks(self) -> bool:
+        """Seed the accounts and their endpoints, measure webhook delivery, nothing else."""
+        return self.only == WEBHOOKS
 
 
 QUICK = Config(
     quick=True,
-    only_webhooks=False,
     seconds=2,
     warmup=1,
     rounds=1,
@@ -164,7 +169,6 @@ QUICK = Config(
 )
 FULL = Config(
     quick=False,
-    only_webhooks=False,
     seconds=10,
     warmup=2,
     rounds=3,
@@ -1159,6 +1163,8 @@ class Tally:
 
 
 WRITES = "applications.update_status"
+CHANGES = "jobs.changes"
+WEBHOOKS = "webhooks"
 PAYMENTS = "payments.notify"
 
 
@@ -1205,13 +1211,16 @@ class Bench:
     # --- running --------------------------------------------------------------------------------------------
 
     def run(self) -> list[Row]:
-        """Every scenario at the first size, then the job reads at each larger one (or webhook delivery alone)."""
+        """Every scenario at the first size, then the job reads and the feed at each larger one (or webhook
+        delivery alone, or the feed alone)."""
         if self.config.only_webhooks:
             hooks = Hooks(self)
             for number in range(1, self.config.rounds + 1):
                 self.say(f"round {number}/{self.config.rounds}")
                 hooks.round(number)
             return [hooks.row(0)]
+        if self.config.only == CHANGES:
+            return self.changes_only()
         self.targets.start_service()
         self.targets.start_ceiling(self.seeded.employers.keys[0])
         self.warm_up()
@@ -1235,7 +1244,40 @@ class Bench:
         if PAYMENTS in tally.service:
             rows.append(self.payment_row(size, tally.service[PAYMENTS]))
         rows.append(hooks.row(size))
+        rows.append(self.changes_row(size))
         return rows
+
+    def changes_only(self) -> list[Row]:
+        """`--only jobs.changes`: the feed at each size, nothing else."""
+        rows = []
+        for size in self.config.sizes:
+            if size != self.config.sizes[0]:
+                self.say(f"growing to {size:,} jobs (COPY, indexes rebuilt after)")
+                asyncio.run(grow_jobs(self.database_url, size, self.seeded.employers.accounts))
+            self.targets.start_service()
+            rows.append(self.changes_row(size))
+        return rows
+
+    def changes_row(self, size: int) -> Row:
+        """The feed followed by one client: a full pass, then incremental ones after recent writes."""
+        self.say(f"  {CHANGES}: a full pass over {size:,} jobs, then {sync.INCREMENTAL_PASSES} incremental ones")
+        try:
+            figures = sync.measure(self.targets.url, self.database_url, self.seeded.employers.keys)
+        except sync.SyncError as exc:
+            raise BenchError(str(exc)) from exc
+        details, pages = figures.details(), figures.page_ms()
+        self.say(f"  {CHANGES}: {details['full_pass_seconds']} s full pass, incremental {details['incremental_ms']} ms")
+        return Row(
+            name=CHANGES,
+            jobs=size,
+            unit="jobs/s (full pass)",
+            req_s=figures.jobs_per_s,
+            p50_ms=pages["median"],
+            p99_ms=pages["p99"],
+            errors=0,
+            rounds=1,
+            details=details,
+        )
 
     def larger_size(self, size: int) -> list[Row]:
         """Grow the jobs to `size`, restart the service (fresh plans), and measure the job reads again."""
@@ -1247,7 +1289,7 @@ class Bench:
         for number in range(1, self.config.rounds + 1):
             self.say(f"round {number}/{self.config.rounds} at {size:,} jobs")
             self.read_round(reads, tally)
-        return self.read_rows(size, reads, tally)
+        return [*self.read_rows(size, reads, tally), self.changes_row(size)]
 
     def measure(self, child: Child, url: str, requests: RequestFile, first: int = 0) -> tuple[Run, WrkSummary]:
         """One wrk run, with the CPU the measured process, the database and wrk spent over it."""
@@ -1540,6 +1582,8 @@ def explanations(config: Config) -> list[str]:
         "(first to last arrival), emitted through the service's Emitter, one transaction each; p50/p99: emit (the "
         f"event's transaction) to the receiver at {config.webhook_rate:,.0f} events/s for {config.paced_seconds} s "
         "(or 90 % of the drain rate, if lower).",
+        f"jobs.changes: one client following the feed, {sync.PER_PAGE:,} jobs a page (p50/p99: per page); then "
+        f"{sync.INCREMENTAL_PASSES} incremental passes, each after {sync.RECENT} jobs changed (details).",
     ]
 
 
@@ -1554,17 +1598,19 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None]:
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE")
     parser.add_argument("--seconds", type=int, help="seconds per wrk run (default 10, quick 2)")
     parser.add_argument("--rounds", type=int, help="rounds of every scenario (default 3, quick 1)")
+    parser.add_argument("--only", choices=[CHANGES, WEBHOOKS], help="measure only this scenario")
     parser.add_argument("--logs", type=Path, metavar="DIR", help="keep the output of every process started in DIR")
-    parser.add_argument("--webhooks", action="store_true", help="only webhook delivery: events/s per worker, p99")
     parser.add_argument("--concurrency", type=int, help=f"bin/worker --concurrency (default {WORKER_CONCURRENCY})")
     args = parser.parse_args(argv)
-    config = dataclasses.replace(QUICK if args.quick else FULL, only_webhooks=args.webhooks)
+    config = QUICK if args.quick else FULL
     if args.concurrency is not None:
         config = dataclasses.replace(config, worker_concurrency=max(1, args.concurrency))
     if args.seconds is not None:
         config = dataclasses.replace(config, seconds=max(1, args.seconds))
     if args.rounds is not None:
         config = dataclasses.replace(config, rounds=max(1, args.rounds))
+    if args.only is not None:
+        config = dataclasses.replace(config, only=args.only)
     return config, args.json, args.logs
 
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from procedures.common import NO_NUL, SPACE, Id, page_and_total, parse_id
+from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
 from rpc.auth.principal import Principal
 from rpc.core.context import Context
 from rpc.core.envelope import Page, PageParams, Params, Struct
@@ -138,6 +139,12 @@ _SCOPE = {
     "employer": "j.account_id = %(account_id)s",
     "admin": "TRUE",
 }
+_FEED = FeedQuery(
+    name="applications.changes",
+    columns=f"{_COLUMNS}, j.account_id::text AS job_account_id",
+    source="FROM applications AS a JOIN jobs AS j ON j.id = a.job_id",
+    table="a",
+)
 
 
 @procedure(
@@ -199,11 +206,19 @@ async def list_applications(ctx: Context, params: ListApplications) -> Page[Appl
         "a.created_at DESC, a.id DESC",
         values,
     )
-    data = []
-    for row in rows:
-        job_account = row.pop("job_account_id")
-        data.append(_as_seen_by(principal, Application(**row), job_account))
-    return Page(data=data, total=total, page=params.page, per_page=params.per_page)
+    return Page(data=_seen(principal, rows), total=total, page=params.page, per_page=params.per_page)
+
+
+@procedure("applications.changes", scope="read:applications")
+async def application_changes(ctx: Context, params: FeedParams) -> Feed[Application]:
+    """Every application you can see that changed after `cursor`, in its current state, oldest change first: a
+    candidate's own, or those to the employer's account's jobs. Follow `next_cursor` while `has_more`; ask again
+    later with the last one for what changed since. Nothing is ever skipped (docs/sync.md).
+    """
+    principal = ctx.principal
+    values = {"user_id": principal.user_id, "account_id": principal.account_id}
+    rows, next_cursor, has_more = await read_feed(ctx, _FEED, params, _SCOPE[principal.role], values)
+    return Feed(data=_seen(principal, rows), next_cursor=next_cursor, has_more=has_more)
 
 
 @procedure("applications.get", scope="read:applications")
@@ -367,6 +382,15 @@ async def _listable_job(ctx: Context, job_id: Id) -> str:
     if principal.role == "employer" and not owns:
         raise Forbidden("Only the account that owns this job may list its applications.")
     return str(parse_id(job_id))
+
+
+def _seen(principal: Principal, rows: list[dict[str, Any]]) -> list[Application]:
+    """Rows carrying their job's account, as `principal` may see them."""
+    seen = []
+    for row in rows:
+        job_account = row.pop("job_account_id")
+        seen.append(_as_seen_by(principal, Application(**row), job_account))
+    return seen
 
 
 def _as_seen_by(principal: Principal, application: Application, job_account: str) -> Application:

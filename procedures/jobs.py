@@ -18,6 +18,7 @@ from procedures.common import (
     parse_id,
     set_clause,
 )
+from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
 from rpc.auth.principal import Principal
 from rpc.core.context import Context
 from rpc.core.envelope import Page, PageParams, Params, Struct
@@ -98,6 +99,7 @@ _FILTERS = {
     "company": "company ILIKE %(company)s",
     "employment_type": "employment_type = %(employment_type)s",
 }
+_FEED = FeedQuery(name="jobs.changes", columns=_FULL, source="FROM jobs", table="jobs")
 _PUBLISHED_TOTAL = "SELECT total FROM job_totals WHERE status = 'published'"
 _SELECT = f"SELECT {_FULL}, account_id::text AS account_id FROM jobs WHERE id = %(id)s"
 _INSERT = f"""
@@ -150,6 +152,18 @@ async def get_job(ctx: Context, params: JobRef) -> Job:
     """Get one job: published and closed jobs are visible to everyone, drafts only to their account."""
     job, _ = await _visible(ctx, params.id, lock=False)
     return job
+
+
+@procedure("jobs.changes", scope="read:jobs")
+async def job_changes(ctx: Context, params: FeedParams) -> Feed[Job]:
+    """Every job you can see that changed after `cursor`, in its current state, oldest change first: published
+    and closed jobs of every account and every job of yours. Follow `next_cursor` while `has_more`; ask again
+    later with the last one for what changed since. Nothing is ever skipped (docs/sync.md).
+    """
+    principal = ctx.principal
+    condition = "TRUE" if principal.is_admin else "(jobs.status <> 'draft' OR jobs.account_id = %(account_id)s)"
+    rows, next_cursor, has_more = await read_feed(ctx, _FEED, params, condition, {"account_id": principal.account_id})
+    return Feed(data=[Job(**row) for row in rows], next_cursor=next_cursor, has_more=has_more)
 
 
 @procedure("jobs.create", scope="write:jobs", write=True, roles=EMPLOYERS)
