@@ -118,6 +118,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated_at       timestamptz(0) NOT NULL DEFAULT now(),
     published_at     timestamptz(0),
     closed_at        timestamptz(0),
+    -- What jobs.search matches: kept by the jobs_search_document trigger (CONTRACT.md §15, docs/search.md).
+    search_doc       tsvector,
     CONSTRAINT jobs_pkey PRIMARY KEY (id),
     CONSTRAINT jobs_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
     CONSTRAINT jobs_created_by_fkey FOREIGN KEY (created_by) REFERENCES users (id) ON DELETE SET NULL,
@@ -133,6 +135,70 @@ CREATE INDEX IF NOT EXISTS jobs_account_idx ON jobs (account_id, created_at DESC
 CREATE INDEX IF NOT EXISTS jobs_title_trgm_idx ON jobs USING gin (title gin_trgm_ops);
 CREATE INDEX IF NOT EXISTS jobs_company_trgm_idx ON jobs USING gin (company gin_trgm_ops);
 CREATE INDEX IF NOT EXISTS jobs_location_trgm_idx ON jobs USING gin (location gin_trgm_ops);
+
+-- Job search (CONTRACT.md §15, docs/search.md). `unaccent` is not in every PostgreSQL (the embedded one lacks
+-- it), so accents are folded here, by one function used where the search text is made and where it is asked:
+-- lower case, Latin letters without their marks, Turkish ı and İ as i. IMMUTABLE, so indexes may use it.
+CREATE OR REPLACE FUNCTION job_fold(value text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT replace(replace(replace(lower(translate(value,
+        'ÀÁÂÃÄÅÇÈÉÊËÌÍÎÏÑÒÓÔÕÖØÙÚÛÜÝàáâãäåçèéêëìíîïñòóôõöøùúûüýÿĀāĂăĄąĆćĈĉĊċČčĎďĐđĒēĔĕĖėĘęĚěĜĝĞğĠġĢģĤĥĦħĨĩĪīĬĭĮįİıĴĵĶķĹĺĻļĽľŁłŃńŅņŇňŌōŎŏŐőŔŕŖŗŘřŚśŜŝŞşŠšŢţŤťŦŧŨũŪūŬŭŮůŰűŲųŴŵŶŷŸŹźŻżŽžƀƠơƯưǍǎǏǐǑǒǓǔǕǖǗǘǙǚǛǜǞǟǠǡǦǧǨǩǪǫǬǭǰǴǵǸǹǺǻȀȁȂȃȄȅȆȇȈȉȊȋȌȍȎȏȐȑȒȓȔȕȖȗȘșȚțȞȟȦȧȨȩȪȫȬȭȮȯȰȱȲȳ',
+        'aaaaaaceeeeiiiinoooooouuuuyaaaaaaceeeeiiiinoooooouuuuyyaaaaaaccccccccddddeeeeeeeeeegggggggghhhhiiiiiiiiiijjkkllllllllnnnnnnoooooorrrrrrssssssssttttttuuuuuuuuuuuuwwyyyzzzzzzboouuaaiioouuuuuuuuuuaaaaggkkoooojggnnaaaaaaeeeeiiiioooorrrruuuusstthhaaeeooooooooyy')),
+        'ß', 'ss'), 'æ', 'ae'), 'œ', 'oe')
+$$;
+
+-- The searchable text of a job: English stems (plural and singular meet), weighted so that relevance can tell
+-- a title match (A) from company (B), location (C) and description (D).
+CREATE OR REPLACE FUNCTION job_document(title text, company text, location text, description text)
+RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT setweight(to_tsvector('english', job_fold(title)), 'A')
+        || setweight(to_tsvector('english', job_fold(company)), 'B')
+        || setweight(to_tsvector('english', job_fold(location)), 'C')
+        || setweight(to_tsvector('english', coalesce(job_fold(description), '')), 'D')
+$$;
+
+CREATE OR REPLACE FUNCTION jobs_search_document() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.search_doc := job_document(NEW.title, NEW.company, NEW.location, NEW.description);
+    RETURN NEW;
+END
+$$;
+CREATE OR REPLACE TRIGGER jobs_search_document BEFORE INSERT OR UPDATE OF title, company, location, description
+    ON jobs FOR EACH ROW EXECUTE FUNCTION jobs_search_document();
+-- Jobs written before the column existed (a no-op afterwards).
+UPDATE jobs SET search_doc = job_document(title, company, location, description) WHERE search_doc IS NULL;
+
+-- What a search box's text asks: web-search syntax (words, "phrases", -exclusions, or) over the folded text,
+-- with the last word also a prefix (`pyth` finds python) unless it is excluded, closes a phrase, or is `or`.
+-- websearch_to_tsquery writes its operands in the order typed, so that word's lexeme is the query's last.
+CREATE OR REPLACE FUNCTION job_search_query(typed text) RETURNS tsquery
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    folded   text := job_fold(typed);
+    asked    tsquery := websearch_to_tsquery('english', folded);
+    last     text := substring(folded FROM '(\S+)\s*$');
+    lexeme   text;
+    shown    text := asked::text;
+    trimmed  text := rtrim(shown, ' )');
+BEGIN
+    IF last IS NULL OR last LIKE '-%' OR last LIKE '%"' OR last = 'or' THEN
+        RETURN asked;
+    END IF;
+    lexeme := websearch_to_tsquery('english', ltrim(last, '"'))::text;
+    IF lexeme !~ '^''[^'']*''$' OR right(trimmed, length(lexeme)) <> lexeme THEN
+        RETURN asked;
+    END IF;
+    RETURN (trimmed || ':*' || substr(shown, length(trimmed) + 1))::tsquery;
+END
+$$;
+
+-- Only published jobs are searched: the text index, and the folded substring filters of jobs.search.
+CREATE INDEX IF NOT EXISTS jobs_search_idx ON jobs USING gin (search_doc) WHERE status = 'published';
+CREATE INDEX IF NOT EXISTS jobs_search_location_idx ON jobs USING gin (job_fold(location) gin_trgm_ops)
+    WHERE status = 'published';
+CREATE INDEX IF NOT EXISTS jobs_search_company_idx ON jobs USING gin (job_fold(company) gin_trgm_ops)
+    WHERE status = 'published';
+-- sort=newest and the tie-break of relevance: latest publication first.
+CREATE INDEX IF NOT EXISTS jobs_search_newest_idx ON jobs (published_at DESC, id DESC) WHERE status = 'published';
 
 -- The number of published jobs, kept in the transactions that publish and close jobs, so that the public
 -- list never counts a million rows. Drafts do not touch it: creating jobs never contends on this row.
