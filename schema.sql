@@ -205,6 +205,9 @@ CREATE INDEX IF NOT EXISTS jobs_search_newest_idx ON jobs (published_at DESC, id
 CREATE TABLE IF NOT EXISTS job_totals (
     status  text   NOT NULL,
     total   bigint NOT NULL DEFAULT 0,
+    -- Bumped by every change to the published set (a job published or closed, a published job edited), in the
+    -- change's transaction: caches of published jobs are exact while it stands still (docs/search.md).
+    version bigint NOT NULL DEFAULT 0,
     CONSTRAINT job_totals_pkey PRIMARY KEY (status),
     CONSTRAINT job_totals_status_check CHECK (status = 'published'),
     CONSTRAINT job_totals_total_check CHECK (total >= 0)
@@ -212,10 +215,10 @@ CREATE TABLE IF NOT EXISTS job_totals (
 CREATE OR REPLACE FUNCTION jobs_count_published() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.status = 'published' THEN
-        UPDATE job_totals SET total = total - 1 WHERE status = 'published';
+        UPDATE job_totals SET total = total - 1, version = version + 1 WHERE status = 'published';
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.status = 'published' THEN
-        UPDATE job_totals SET total = total + 1 WHERE status = 'published';
+        UPDATE job_totals SET total = total + 1, version = version + 1 WHERE status = 'published';
     END IF;
     RETURN NULL;
 END
@@ -225,6 +228,18 @@ CREATE OR REPLACE TRIGGER jobs_count_insert_delete AFTER INSERT OR DELETE ON job
     FOR EACH ROW EXECUTE FUNCTION jobs_count_published();
 CREATE OR REPLACE TRIGGER jobs_count_status_change AFTER UPDATE OF status ON jobs
     FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION jobs_count_published();
+
+CREATE OR REPLACE FUNCTION jobs_published_edited() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE job_totals SET version = version + 1 WHERE status = 'published';
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER jobs_published_edit AFTER UPDATE OF title, company, location, description, employment_type
+    ON jobs FOR EACH ROW WHEN (OLD.status = 'published' AND NEW.status = 'published'
+        AND (OLD.title, OLD.company, OLD.location, OLD.description, OLD.employment_type)
+            IS DISTINCT FROM (NEW.title, NEW.company, NEW.location, NEW.description, NEW.employment_type))
+    EXECUTE FUNCTION jobs_published_edited();
 
 -- Seeded from the jobs themselves, so that a database older than the counter starts exact. After the
 -- triggers: creating them locks out writers to `jobs` until this transaction commits, so none is missed.

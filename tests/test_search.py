@@ -415,3 +415,43 @@ def test_following_next_cursor_visits_every_match_once(
     assert set(ids) == {job["id"] for job in everything["data"]}, "none missed"
     assert all(page["total"] == len(set(ids)) for page in pages), "total is the number of distinct ids walked"
     assert [page["page"] for page in pages] == list(range(1, len(pages) + 1))
+
+
+# -- Remembered answers stay exact (CONTRACT.md §21) ---------------------------------------------------------
+
+
+def test_a_remembered_answer_never_hides_a_committed_change(
+    admin: Admin, employer: User, call: Call, searcher: User
+) -> None:
+    """Answers are remembered per version of the published set; a change committed by anyone (here straight in
+    the database, as another process would) is seen by the very next call, in search and in the list."""
+    word = f"zq{uuid.uuid4().hex[:8]}"
+    first = insert(admin, employer, f"Tiler {word}", location=f"Town {word}")
+    asked = {"q": word, "facets": True}
+    listed = {"q": word, "per_page": 5}
+    for _ in range(2):  # the second call is answered from memory
+        assert search(call, searcher, **asked)["total"] == 1
+        assert ok(call("jobs.list", searcher, **listed))["total"] == 1
+    second = insert(admin, employer, f"Tiler {word}")
+    assert search(call, searcher, **asked)["total"] == 2, "a job published"
+    assert ok(call("jobs.list", searcher, **listed))["total"] == 2
+    admin.sql("UPDATE jobs SET title = 'Tiler' WHERE id = %(id)s", {"id": second})
+    assert search(call, searcher, **asked)["total"] == 1, "a published job edited"
+    assert ok(call("jobs.list", searcher, **listed))["total"] == 1
+    admin.sql("UPDATE jobs SET employment_type = 'contract' WHERE id = %(id)s", {"id": first})
+    assert search(call, searcher, **asked)["facets"]["employment_type"] == [{"value": "contract", "count": 1}]
+    admin.sql("UPDATE jobs SET status = 'closed', closed_at = now() WHERE id = %(id)s", {"id": first})
+    assert search(call, searcher, **asked)["total"] == 0, "a job closed"
+    assert ok(call("jobs.list", searcher, **listed))["total"] == 0
+
+
+def test_the_version_moves_only_with_the_published_set(admin: Admin, employer: User) -> None:
+    def version() -> int:
+        return int(admin.sql("SELECT version FROM job_totals WHERE status = 'published'")[0]["version"])
+
+    before = version()
+    draft = insert(admin, employer, "Draft", status="draft", published_at=None)
+    admin.sql("UPDATE jobs SET title = 'Draft 2' WHERE id = %(id)s", {"id": draft})
+    assert version() == before, "drafts are not in the published set"
+    admin.sql("UPDATE jobs SET status = 'published', published_at = now() WHERE id = %(id)s", {"id": draft})
+    assert version() > before

@@ -9,12 +9,14 @@ total and, when asked, the facets, all from one snapshot.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import msgspec
 
 from procedures.common import PlainText, like_pattern
 from procedures.jobs import EmploymentType, JobSummary
+from procedures.published_cache import PROBE, PublishedCache
 from procedures.search import cursor
 from rpc.core.context import Context
 from rpc.core.envelope import Params, Struct
@@ -97,14 +99,29 @@ _FACETS = (
 )
 
 
-@procedure("jobs.search", scope="read:jobs")
+# Pages per version of the published set: the popular searches cost no statement of their own.
+_pages: PublishedCache[SearchPage] = PublishedCache(size=1024)
+
+
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """A call's parameters resolved: what matches, in which order, and where the page starts."""
+
+    query: dict[str, Any]  # every parameter that decides the matches and their order, as the cursor binds them
+    fingerprint: str
+    words: bool  # q holds something to search for
+    ranked: bool
+    after: cursor.Position | None
+    per_page: int
+
+
+@procedure("jobs.search", scope="read:jobs", probes=(PROBE,))
 async def search_jobs(ctx: Context, params: SearchJobs) -> SearchPage:
     """Search the published jobs: web-search syntax over title, company, location and description, ignoring
     case and accents, English plurals meeting singulars, the last word also a prefix; ranked with title matches
     first, or newest first. `total` and `facets` are exact; follow `next_cursor` for the next page.
     """
     words = params.q is not None and any(char.isalnum() for char in params.q)
-    sort: Sort = params.sort or ("relevance" if words else "newest")
     types = [params.employment_type] if isinstance(params.employment_type, str) else params.employment_type
     query = {
         "q": params.q,
@@ -117,50 +134,50 @@ async def search_jobs(ctx: Context, params: SearchJobs) -> SearchPage:
     }
     bound = cursor.fingerprint(query)
     after = cursor.decode(params.cursor, bound) if params.cursor is not None else None
+    ranked = words and (params.sort or "relevance") == "relevance"
+    search = _Search(query, bound, words, ranked, after, params.per_page)
+    return await _pages.answer(ctx, (bound, params.per_page, params.cursor), lambda: _page(ctx, search))
 
-    values: dict[str, Any] = {**query, "limit": params.per_page + 1}
+
+async def _page(ctx: Context, search: _Search) -> SearchPage:
+    """One statement: the page (one row more than asked, to know whether another follows), the exact total and,
+    when asked, the facets, all from one snapshot."""
+    values: dict[str, Any] = {**search.query, "limit": search.per_page + 1}
     for name in ("location", "company"):
         if values[name] is not None:
             values[name] = like_pattern(values[name])
     where = ["status = 'published'"]
-    where += [clause for name, clause in _FILTERS.items() if values[name] is not None and (name != "q" or words)]
+    where += [clause for name, clause in _FILTERS.items() if values[name] is not None and (name != "q" or search.words)]
     matches = " AND ".join(where)
-    ranked = sort == "relevance" and words
-    score = _SCORE if ranked else "0::float8"
-    keys = "_score DESC, published_at DESC, id DESC"
+    score = _SCORE if search.ranked else "0::float8"
     page_where = matches
+    after = search.after
     if after is not None:
         values.update(score=after.score or 0.0, after_published=after.published_at, after_id=after.id)
         page_where += f" AND ({score}, published_at, id) < (%(score)s, %(after_published)s, %(after_id)s::uuid)"
-    facets = f", {_FACETS} AS _facets" if params.facets else ""
+    facets = f", {_FACETS} AS _facets" if search.query["facets"] else ""
     statement = f"""
         WITH matched AS MATERIALIZED (SELECT employment_type, location, company FROM jobs WHERE {matches})
         SELECT page.*, (SELECT count(*) FROM matched) AS _total{facets}
         FROM (SELECT 1) AS one
         LEFT JOIN LATERAL (
-            SELECT {_COLUMNS}, {score} AS _score FROM jobs WHERE {page_where} ORDER BY {keys} LIMIT %(limit)s
+            SELECT {_COLUMNS}, {score} AS _score FROM jobs WHERE {page_where}
+            ORDER BY _score DESC, published_at DESC, id DESC LIMIT %(limit)s
         ) AS page ON true
     """
     # Not prepared: planned with the values, so job_search_query() is computed once, not once per row.
     result = await ctx.conn.execute(statement, values, prepare=False)
     rows = await result.fetchall()
     total = int(rows[0]["_total"])
-    found = msgspec.convert(rows[0]["_facets"], Facets) if params.facets else msgspec.UNSET
+    found = msgspec.convert(rows[0]["_facets"], Facets) if facets else msgspec.UNSET
     rows = [row for row in rows if row["id"] is not None]
     page = after.page if after else 1
     following = None
-    if len(rows) > params.per_page:
-        rows = rows[: params.per_page]
+    if len(rows) > search.per_page:
+        rows = rows[: search.per_page]
         last = rows[-1]
-        rank = last["_score"] if ranked else None
-        position = cursor.Position(bound, page + 1, last["_published_at"], last["id"], rank)
+        rank = last["_score"] if search.ranked else None
+        position = cursor.Position(search.fingerprint, page + 1, last["_published_at"], last["id"], rank)
         following = cursor.encode(position)
     data = [JobSummary(**{key: value for key, value in row.items() if not key.startswith("_")}) for row in rows]
-    return SearchPage(
-        data=data,
-        total=total,
-        page=page,
-        per_page=params.per_page,
-        next_cursor=following,
-        facets=found,
-    )
+    return SearchPage(data=data, total=total, page=page, per_page=search.per_page, next_cursor=following, facets=found)
