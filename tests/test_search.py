@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import Admin, Call, User, ok, refused
+from tests.support import Admin, Call, User, bearer, ok, refused
 
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 SUMMARY_KEYS = {"id", "title", "company", "location", "status", "created_at"}
@@ -269,8 +269,12 @@ def test_posted_after_keeps_later_publications(find: Callable[..., list[str]], c
     assert later == ["Öğretmen", "Office Manager"]
 
 
-def test_posted_after_needs_a_timezone(call: Call, searcher: User) -> None:
-    refused(call("jobs.search", searcher, posted_after="2026-01-01T00:00:00"), 422, "invalid_params")
+@pytest.mark.parametrize("bad", ["2026-01-01T00:00:00", "2026-01-01", "0.5", "yesterday", 1700000000])
+def test_posted_after_is_a_time_with_its_offset(client: httpx.Client, call: Call, searcher: User, bad: Any) -> None:
+    body = refused(call("jobs.search", searcher, posted_after=bad), 422, "invalid_params")
+    assert body["details"]["errors"][0]["field"] == "posted_after"
+    response = client.get("/v1/jobs.search", params={"posted_after": str(bad)}, headers=bearer(searcher.token))
+    refused(response, 422, "invalid_params")
 
 
 # -- The answer -----------------------------------------------------------------------------------------------
