@@ -1291,7 +1291,11 @@ class Bench:
             with churn if read.churn_per_second else contextlib.nullcontext():
                 service, _ = self.measure(self.targets.service, self.targets.url + read.target, read.requests)
             if read.churn_per_second:
-                self.say(f"  changes to the published set during the run: {churn.done:,} ({churn.failed} failed)")
+                rate = churn.published / churn.seconds if churn.seconds else 0.0
+                self.say(
+                    f"  meanwhile {churn.published:,} jobs published ({rate:.1f}/s) and {churn.closed:,} closed, "
+                    f"{churn.failed} calls failed"
+                )
             tally.add(read.name, service, ceiling)
             self.say(
                 f"  {read.name}: {service.rate:,.0f} req/s (p99 {service.p99_ms:.1f} ms, {service.errors} errors) "
