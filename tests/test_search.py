@@ -3,7 +3,9 @@ fields, relevance, sorting, filters, exact totals and facets, cursors."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import json
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -387,6 +389,19 @@ def test_a_cursor_is_bound_to_its_query(call: Call, searcher: User, corpus: dict
 def test_a_malformed_cursor_is_refused(call: Call, searcher: User, bad: str) -> None:
     body = refused(call("jobs.search", searcher, cursor=bad), 422, "invalid_params")
     assert body["details"]["errors"][0]["field"] == "cursor"
+
+
+def test_a_cursor_that_names_no_row_is_refused(call: Call, searcher: User, corpus: dict[str, str]) -> None:
+    """A well-formed cursor of the right query whose position is not one a page could end on."""
+    first = search(call, searcher, per_page=1)
+    raw = base64.urlsafe_b64decode(first["next_cursor"] + "==")
+    fingerprint, page, published_at, _, score = json.loads(raw)
+    bad_id = [fingerprint, page, published_at, "not-a-uuid", score]
+    bad_page = [fingerprint, 0, published_at, str(uuid.uuid4()), score]
+    for forged in (bad_id, bad_page):
+        cursor = base64.urlsafe_b64encode(json.dumps(forged).encode()).decode().rstrip("=")
+        body = refused(call("jobs.search", searcher, per_page=1, cursor=cursor), 422, "invalid_params")
+        assert body["details"]["errors"][0]["field"] == "cursor"
 
 
 QUERIES = ["", "python", "engineer", "developer or engineer", "data -kafka", "pyth", "zqties"]

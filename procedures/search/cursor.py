@@ -12,6 +12,7 @@ import base64
 import binascii
 import datetime as dt
 import hashlib
+import uuid
 from typing import Any
 
 import msgspec
@@ -50,11 +51,19 @@ def decode(cursor: str, query: str) -> Position:
         position = _decoder.decode(raw)
     except (binascii.Error, ValueError, msgspec.DecodeError) as exc:
         raise _refused("The cursor is malformed; pass next_cursor exactly as it was returned.") from exc
-    if position.page < 1 or position.published_at.tzinfo is None:
+    if position.page < 1 or position.published_at.tzinfo is None or not _is_uuid(position.id):
         raise _refused("The cursor is malformed; pass next_cursor exactly as it was returned.")
     if position.query != query:
         raise _refused("The cursor belongs to another query; repeat every parameter but cursor and per_page.")
     return position
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _refused(message: str) -> InvalidParams:

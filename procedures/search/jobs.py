@@ -2,8 +2,8 @@
 
 The text matched is `jobs.search_doc`, folded and stemmed by schema.sql's `job_document` as the job is written;
 the typed query goes through the same folding (`job_search_query`), so both sides meet on the same lexemes.
-Each call is one statement: the page (one row more than asked, to know whether another page follows), the exact
-total and, when asked, the facets, all from one snapshot.
+A page is one statement (page, exact total and facets from one snapshot), remembered per version of the
+published set (`procedures.published_cache`): a popular search costs no statement beyond the credential's.
 """
 
 from __future__ import annotations
