@@ -179,9 +179,11 @@ async def _page(ctx: Context, search: _Search) -> SearchPage:
         values.update(score=after.score or 0.0, after_published=after.published_at, after_id=after.id)
         page_where += f" AND ({score}, published_at, id) < (%(score)s, %(after_published)s, %(after_id)s::uuid)"
     facets = f", {_FACETS} AS _facets" if search.query["facets"] else ""
+    # The facets group the matches three ways: then they are gathered once. A bare count need not gather them.
+    gathered = f"WITH matched AS MATERIALIZED (SELECT employment_type, location, company FROM jobs WHERE {matches})"
     statement = f"""
-        WITH matched AS MATERIALIZED (SELECT employment_type, location, company FROM jobs WHERE {matches})
-        SELECT page.*, (SELECT count(*) FROM matched) AS _total{facets}
+        {gathered if facets else ""}
+        SELECT page.*, (SELECT count(*) FROM {"matched" if facets else f"jobs WHERE {matches}"}) AS _total{facets}
         FROM (SELECT 1) AS one
         LEFT JOIN LATERAL (
             SELECT {_COLUMNS}, {score} AS _score FROM jobs WHERE {page_where}
