@@ -152,11 +152,12 @@ def _moment(text: str | None) -> dt.datetime | None:
     """`posted_after` as a time; `422` unless it is an ISO 8601 date and time with its offset."""
     if text is None:
         return None
+    written = text.upper()  # RFC 3339 allows `t` and `z`; Python reads only the capitals
     try:
-        moment = dt.datetime.fromisoformat(text)
+        moment = dt.datetime.fromisoformat(written)
     except ValueError:
         moment = None
-    if moment is None or moment.tzinfo is None or "T" not in text.upper():
+    if moment is None or moment.tzinfo is None or "T" not in written:
         message = "Give a date and time with its offset, e.g. 2026-11-01T00:00:00Z."
         raise InvalidParams([{"field": "posted_after", "message": message}])
     return moment
