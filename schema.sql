@@ -186,6 +186,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated_at       timestamptz(0) NOT NULL DEFAULT now(),
     published_at     timestamptz(0),
     closed_at        timestamptz(0),
+    -- What jobs.search matches: kept by the jobs_search_document trigger (CONTRACT.md §15, docs/search.md).
+    search_doc       tsvector,
     -- The writing transaction's id, stamped on every insert and update: the position in `jobs.changes`.
     change_xid       xid8           NOT NULL DEFAULT pg_current_xact_id(),
     CONSTRAINT jobs_pkey PRIMARY KEY (id),
@@ -218,11 +220,78 @@ $$;
 CREATE OR REPLACE TRIGGER jobs_stamp_change BEFORE INSERT OR UPDATE ON jobs
     FOR EACH ROW EXECUTE FUNCTION stamp_change();
 
+-- Job search (CONTRACT.md §15, docs/search.md). `unaccent` is not in every PostgreSQL (the embedded one lacks
+-- it), so accents are folded here, by one function used where the search text is made and where it is asked:
+-- lower case, Latin letters without their marks, Turkish ı and İ as i. IMMUTABLE, so indexes may use it.
+CREATE OR REPLACE FUNCTION job_fold(value text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT replace(replace(replace(lower(translate(value,
+        'ÀÁÂÃÄÅÇÈÉÊËÌÍÎÏÑÒÓÔÕÖØÙÚÛÜÝàáâãäåçèéêëìíîïñòóôõöøùúûüýÿĀāĂăĄąĆćĈĉĊċČčĎďĐđĒēĔĕĖėĘęĚěĜĝĞğĠġĢģĤĥĦħĨĩĪīĬĭĮįİıĴĵĶķĹĺĻļĽľŁłŃńŅņŇňŌōŎŏŐőŔŕŖŗŘřŚśŜŝŞşŠšŢţŤťŦŧŨũŪūŬŭŮůŰűŲųŴŵŶŷŸŹźŻżŽžƀƠơƯưǍǎǏǐǑǒǓǔǕǖǗǘǙǚǛǜǞǟǠǡǦǧǨǩǪǫǬǭǰǴǵǸǹǺǻȀȁȂȃȄȅȆȇȈȉȊȋȌȍȎȏȐȑȒȓȔȕȖȗȘșȚțȞȟȦȧȨȩȪȫȬȭȮȯȰȱȲȳ',
+        'aaaaaaceeeeiiiinoooooouuuuyaaaaaaceeeeiiiinoooooouuuuyyaaaaaaccccccccddddeeeeeeeeeegggggggghhhhiiiiiiiiiijjkkllllllllnnnnnnoooooorrrrrrssssssssttttttuuuuuuuuuuuuwwyyyzzzzzzboouuaaiioouuuuuuuuuuaaaaggkkoooojggnnaaaaaaeeeeiiiioooorrrruuuusstthhaaeeooooooooyy')),
+        'ß', 'ss'), 'æ', 'ae'), 'œ', 'oe')
+$$;
+
+-- The searchable text of a job: English stems (plural and singular meet), weighted so that relevance can tell
+-- a title match (A) from company (B), location (C) and description (D).
+CREATE OR REPLACE FUNCTION job_document(title text, company text, location text, description text)
+RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT setweight(to_tsvector('english', job_fold(title)), 'A')
+        || setweight(to_tsvector('english', job_fold(company)), 'B')
+        || setweight(to_tsvector('english', job_fold(location)), 'C')
+        || setweight(to_tsvector('english', coalesce(job_fold(description), '')), 'D')
+$$;
+
+CREATE OR REPLACE FUNCTION jobs_search_document() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.search_doc := job_document(NEW.title, NEW.company, NEW.location, NEW.description);
+    RETURN NEW;
+END
+$$;
+CREATE OR REPLACE TRIGGER jobs_search_document BEFORE INSERT OR UPDATE OF title, company, location, description
+    ON jobs FOR EACH ROW EXECUTE FUNCTION jobs_search_document();
+-- Jobs written before the column existed (a no-op afterwards).
+UPDATE jobs SET search_doc = job_document(title, company, location, description) WHERE search_doc IS NULL;
+
+-- What a search box's text asks: web-search syntax (words, "phrases", -exclusions, or) over the folded text,
+-- with the last word also a prefix (`pyth` finds python) unless it is excluded, closes a phrase, or is `or`.
+-- websearch_to_tsquery writes its operands in the order typed, so that word's lexeme is the query's last.
+CREATE OR REPLACE FUNCTION job_search_query(typed text) RETURNS tsquery
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    folded   text := job_fold(typed);
+    asked    tsquery := websearch_to_tsquery('english', folded);
+    last     text := substring(folded FROM '(\S+)\s*$');
+    lexeme   text;
+    shown    text := asked::text;
+    trimmed  text := rtrim(shown, ' )');
+BEGIN
+    IF last IS NULL OR last LIKE '-%' OR last LIKE '%"' OR last = 'or' THEN
+        RETURN asked;
+    END IF;
+    lexeme := websearch_to_tsquery('english', ltrim(last, '"'))::text;
+    IF lexeme !~ '^''[^'']*''$' OR right(trimmed, length(lexeme)) <> lexeme THEN
+        RETURN asked;
+    END IF;
+    RETURN (trimmed || ':*' || substr(shown, length(trimmed) + 1))::tsquery;
+END
+$$;
+
+-- Only published jobs are searched: the text index, and the folded substring filters of jobs.search.
+CREATE INDEX IF NOT EXISTS jobs_search_idx ON jobs USING gin (search_doc) WHERE status = 'published';
+CREATE INDEX IF NOT EXISTS jobs_search_location_idx ON jobs USING gin (job_fold(location) gin_trgm_ops)
+    WHERE status = 'published';
+CREATE INDEX IF NOT EXISTS jobs_search_company_idx ON jobs USING gin (job_fold(company) gin_trgm_ops)
+    WHERE status = 'published';
+-- sort=newest and the tie-break of relevance: latest publication first.
+CREATE INDEX IF NOT EXISTS jobs_search_newest_idx ON jobs (published_at DESC, id DESC) WHERE status = 'published';
+
 -- The number of published jobs, kept in the transactions that publish and close jobs, so that the public
 -- list never counts a million rows. Drafts do not touch it: creating jobs never contends on this row.
 CREATE TABLE IF NOT EXISTS job_totals (
     status  text   NOT NULL,
     total   bigint NOT NULL DEFAULT 0,
+    -- Bumped by every change to the published set (a job published or closed, a published job edited), in the
+    -- change's transaction: caches of published jobs are exact while it stands still (docs/search.md).
+    version bigint NOT NULL DEFAULT 0,
     CONSTRAINT job_totals_pkey PRIMARY KEY (status),
     CONSTRAINT job_totals_status_check CHECK (status = 'published'),
     CONSTRAINT job_totals_total_check CHECK (total >= 0)
@@ -230,10 +299,10 @@ CREATE TABLE IF NOT EXISTS job_totals (
 CREATE OR REPLACE FUNCTION jobs_count_published() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.status = 'published' THEN
-        UPDATE job_totals SET total = total - 1 WHERE status = 'published';
+        UPDATE job_totals SET total = total - 1, version = version + 1 WHERE status = 'published';
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.status = 'published' THEN
-        UPDATE job_totals SET total = total + 1 WHERE status = 'published';
+        UPDATE job_totals SET total = total + 1, version = version + 1 WHERE status = 'published';
     END IF;
     RETURN NULL;
 END
@@ -243,6 +312,18 @@ CREATE OR REPLACE TRIGGER jobs_count_insert_delete AFTER INSERT OR DELETE ON job
     FOR EACH ROW EXECUTE FUNCTION jobs_count_published();
 CREATE OR REPLACE TRIGGER jobs_count_status_change AFTER UPDATE OF status ON jobs
     FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION jobs_count_published();
+
+CREATE OR REPLACE FUNCTION jobs_published_edited() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE job_totals SET version = version + 1 WHERE status = 'published';
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER jobs_published_edit AFTER UPDATE OF title, company, location, description, employment_type
+    ON jobs FOR EACH ROW WHEN (OLD.status = 'published' AND NEW.status = 'published'
+        AND (OLD.title, OLD.company, OLD.location, OLD.description, OLD.employment_type)
+            IS DISTINCT FROM (NEW.title, NEW.company, NEW.location, NEW.description, NEW.employment_type))
+    EXECUTE FUNCTION jobs_published_edited();
 
 -- Seeded from the jobs themselves, so that a database older than the counter starts exact. After the
 -- triggers: creating them locks out writers to `jobs` until this transaction commits, so none is missed.

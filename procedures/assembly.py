@@ -11,6 +11,7 @@ import procedures
 from procedures.billing import panel as billing_panel
 from procedures.billing.provider import PayTR, PayTRSettings
 from procedures.billing.settlement import EXPIRY
+from procedures.published_cache import PROBE, PROBE_SQL
 from procedures.vocabulary import VOCABULARY
 from rpc.core.business import Business
 from rpc.settings import Settings
@@ -32,4 +33,5 @@ def business(settings: Settings) -> Business:
         providers={"paytr": PayTR()},
         periodic={"expire_subscriptions": EXPIRY},
         panel_routes=billing_panel.routes,
+        probes={PROBE: PROBE_SQL},
     )

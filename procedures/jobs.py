@@ -19,6 +19,7 @@ from procedures.common import (
     set_clause,
 )
 from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
+from procedures.published_cache import PROBE, PublishedCache
 from rpc.auth.principal import Principal
 from rpc.core.context import Context
 from rpc.core.envelope import Page, PageParams, Params, Struct
@@ -101,6 +102,8 @@ _FILTERS = {
 }
 _FEED = FeedQuery(name="jobs.changes", columns=_FULL, source="FROM jobs", table="jobs")
 _PUBLISHED_TOTAL = "SELECT total FROM job_totals WHERE status = 'published'"
+# Pages of the public list, per version of the published set: the popular pages cost no statement of their own.
+_public_pages: PublishedCache[Page[JobSummary]] = PublishedCache(size=1024)
 _SELECT = f"SELECT {_FULL}, account_id::text AS account_id FROM jobs WHERE id = %(id)s"
 _INSERT = f"""
 INSERT INTO jobs (account_id, created_by, title, company, location, description, employment_type)
@@ -117,13 +120,19 @@ WHERE id = %(id)s RETURNING {_FULL}
 """
 
 
-@procedure("jobs.list", scope="read:jobs")
+@procedure("jobs.list", scope="read:jobs", probes=(PROBE,))
 async def list_jobs(ctx: Context, params: ListJobs) -> Page[JobSummary]:
     """List published jobs of every account, newest first; with `mine=true`, your account's jobs in every status.
 
     `q` matches a case-insensitive substring of the title or company; `location` and `company` match
     case-insensitive substrings; `employment_type` matches exactly.
     """
+    if params.mine:
+        return await _list(ctx, params)
+    return await _public_pages.answer(ctx, params, lambda: _list(ctx, params))
+
+
+async def _list(ctx: Context, params: ListJobs) -> Page[JobSummary]:
     values: dict[str, Any] = {"limit": params.per_page, "offset": params.offset}
     where = ["account_id = %(account_id)s" if params.mine else "status = 'published'"]
     if params.mine:

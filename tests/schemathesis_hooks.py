@@ -5,9 +5,9 @@
   describes — instead of being sent as one the fuzzer would wrongly expect to succeed.
 - An `Idempotency-Key` already used means "the same call as before" (state that no schema holds). Each call
   gets a fresh key, as a client making a new call does; tests/test_idempotency.py covers the replays.
-- A feed's `cursor` is a `next_cursor` the same feed handed out (state again, and signed): a made-up one is
-  `422`, as the contract says. Generated calls start the feed from the beginning instead; tests/test_sync.py
-  covers following and refusing cursors.
+- A `cursor` is a `next_cursor` the same procedure handed out (state again; a feed's is signed): a generated one
+  is left out, as a client asking for a first page does. tests/test_search.py and tests/test_sync.py cover
+  following cursors and refusing made-up ones (`422`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
         case.headers["Idempotency-Key"] = str(uuid.uuid4())
     for params in (case.query, case.body):
         if isinstance(params, dict):
+            params.pop("cursor", None)
             _within_depth(params)
-            if case.path.endswith(".changes"):
-                params.pop("cursor", None)
 
 
 def _within_depth(params: dict[str, Any]) -> None:
