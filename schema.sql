@@ -33,6 +33,9 @@ CREATE TABLE IF NOT EXISTS users (
     bio            text,
     created_at     timestamptz(0) NOT NULL DEFAULT now(),
     updated_at     timestamptz(0) NOT NULL DEFAULT now(),
+    -- Set when the person was erased (docs/privacy.md): the row stays, empty, as the opaque id their
+    -- applications keep, and no credential resolves to it any more.
+    deleted_at     timestamptz(0),
     CONSTRAINT users_pkey PRIMARY KEY (id),
     CONSTRAINT users_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
     CONSTRAINT users_role_check CHECK (role IN ('candidate', 'employer', 'admin')),
@@ -198,6 +201,10 @@ CREATE TABLE IF NOT EXISTS applications (
 CREATE INDEX IF NOT EXISTS applications_candidate_idx ON applications (candidate_id, created_at DESC, id DESC);
 -- An employer's view goes through the job: applications of one job, newest first.
 CREATE INDEX IF NOT EXISTS applications_job_idx ON applications (job_id, created_at DESC, id DESC);
+-- Retention: applications in a final state that still hold what the candidate wrote.
+CREATE INDEX IF NOT EXISTS applications_retention_idx ON applications (updated_at)
+    WHERE status IN ('hired', 'rejected', 'withdrawn')
+      AND (cover_letter IS NOT NULL OR resume_url IS NOT NULL OR notes IS NOT NULL);
 
 -- One row per status change: who moved the application, when, from what to what.
 CREATE TABLE IF NOT EXISTS application_status_history (
@@ -231,6 +238,8 @@ CREATE TABLE IF NOT EXISTS events (
     CONSTRAINT events_pkey PRIMARY KEY (id)
 );
 CREATE INDEX IF NOT EXISTS events_created_idx ON events (created_at DESC);
+-- Retention (rpc/privacy/retention.py): the oldest bodies still kept.
+CREATE INDEX IF NOT EXISTS events_body_kept_idx ON events (created_at) WHERE body <> ''::bytea;
 
 -- ---------------------------------------------------------------------------------------------------
 -- Webhooks: endpoints, one delivery per (event, endpoint) chosen when the event is emitted, and every
@@ -296,6 +305,7 @@ CREATE TABLE IF NOT EXISTS webhook_attempts (
         FOREIGN KEY (delivery_id) REFERENCES webhook_deliveries (id) ON DELETE CASCADE,
     CONSTRAINT webhook_attempts_delivery_number_key UNIQUE (delivery_id, number)
 );
+CREATE INDEX IF NOT EXISTS webhook_attempts_started_idx ON webhook_attempts (started_at);  -- retention
 
 -- ---------------------------------------------------------------------------------------------------
 -- Billing: subscriptions to plans, their payments through the provider, invoices, and every provider
@@ -529,3 +539,60 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 );
 -- The purge of keys past their 24 hours.
 CREATE INDEX IF NOT EXISTS idempotency_keys_expires_idx ON idempotency_keys (expires_at);
+
+-- ---------------------------------------------------------------------------------------------------
+-- The audit log (CONTRACT.md §20, docs/privacy.md): append-only, each entry chained to the one before by the
+-- SHA-256 of its canonical form (`rpc.audit.log`). Writers take the chain's head row FOR UPDATE, so entries
+-- are chained in id order and the chain never forks.
+-- ---------------------------------------------------------------------------------------------------
+
+CREATE TABLE IF NOT EXISTS audit_entries (
+    id              bigint         NOT NULL,
+    at              timestamptz    NOT NULL,
+    -- NULL: a platform-wide entry (a failed sign-in for an unknown e-mail), seen by platform admins only.
+    account_id      uuid,
+    actor_kind      text           NOT NULL,
+    actor_id        text,
+    action          text           NOT NULL,
+    target_id       text,
+    client_address  text,
+    user_agent      text,
+    prev_hash       bytea          NOT NULL,
+    hash            bytea          NOT NULL,
+    CONSTRAINT audit_entries_pkey PRIMARY KEY (id),
+    CONSTRAINT audit_entries_actor_kind_check CHECK (actor_kind IN ('user', 'operator', 'oauth_client'))
+);
+CREATE SEQUENCE IF NOT EXISTS audit_entries_id_seq AS bigint OWNED BY audit_entries.id;
+-- audit.list: one account's entries newest first (every filter narrows this walk), and the whole log's.
+CREATE INDEX IF NOT EXISTS audit_entries_account_idx ON audit_entries (account_id, id DESC);
+CREATE INDEX IF NOT EXISTS audit_entries_at_idx ON audit_entries (at);
+-- profile.export: what a person did, and what was done to them.
+CREATE INDEX IF NOT EXISTS audit_entries_actor_idx ON audit_entries (actor_id) WHERE actor_kind = 'user';
+CREATE INDEX IF NOT EXISTS audit_entries_target_idx ON audit_entries (target_id);
+
+-- The chain's head (the newest entry's hash) and its anchor: the hash the oldest kept entry follows, moved
+-- forward when retention deletes the oldest entries, so that the rest still verifies from it.
+CREATE TABLE IF NOT EXISTS audit_chain (
+    singleton    boolean  NOT NULL DEFAULT true,
+    head_hash    bytea    NOT NULL,
+    anchor_hash  bytea    NOT NULL,
+    CONSTRAINT audit_chain_pkey PRIMARY KEY (singleton),
+    CONSTRAINT audit_chain_singleton_check CHECK (singleton)
+);
+INSERT INTO audit_chain (head_hash, anchor_hash) VALUES (decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'))
+ON CONFLICT DO NOTHING;
+
+-- Append-only: no UPDATE ever, and DELETE only of entries past the audit retention (400 days), which
+-- `rpc.privacy.retention` does oldest first while moving the anchor.
+CREATE OR REPLACE FUNCTION audit_entries_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND OLD.at < now() - interval '400 days' THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'audit entries are append-only' USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+CREATE OR REPLACE TRIGGER audit_entries_append_only BEFORE UPDATE OR DELETE ON audit_entries
+    FOR EACH ROW EXECUTE FUNCTION audit_entries_append_only();
+CREATE OR REPLACE TRIGGER audit_entries_no_truncate BEFORE TRUNCATE ON audit_entries
+    FOR EACH STATEMENT EXECUTE FUNCTION audit_entries_append_only();

@@ -13,6 +13,7 @@ from procedures.billing.provider import PayTR, PayTRSettings
 from procedures.billing.settlement import EXPIRY
 from procedures.vocabulary import VOCABULARY
 from rpc.core.business import Business
+from rpc.privacy import retention
 from rpc.settings import Settings
 
 
@@ -30,6 +31,6 @@ def business(settings: Settings) -> Business:
     return Business(
         vocabulary=VOCABULARY,
         providers={"paytr": PayTR()},
-        periodic={"expire_subscriptions": EXPIRY},
+        periodic={"expire_subscriptions": EXPIRY, "retention": retention.periodic(settings)},
         panel_routes=billing_panel.routes,
     )

@@ -12,6 +12,7 @@ import uuid
 
 import msgspec
 
+from rpc.audit import log as audit_log
 from rpc.auth.authenticate import AUDIENCE
 from rpc.auth.keyring import KeyRing
 from rpc.auth.passwords import Passwords
@@ -23,7 +24,7 @@ from rpc.settings import Settings
 ACCESS_TOKEN_SECONDS = 3600
 REFRESH_TOKEN_LIFETIME = dt.timedelta(days=30)
 
-_USER_BY_EMAIL = "SELECT id, password_hash FROM users WHERE email = %(email)s AND issuer IS NULL"
+_USER_BY_EMAIL = "SELECT id, account_id, password_hash FROM users WHERE email = %(email)s AND issuer IS NULL"
 _INSERT_REFRESH = """
 INSERT INTO refresh_tokens (family_id, user_id, token_hash, expires_at)
 VALUES (%(family_id)s, %(user_id)s, %(hash)s, now() + %(lifetime)s)
@@ -70,17 +71,28 @@ class IdentityProvider:
         }
         return self._keyring.sign(claims)
 
-    async def check_password(self, conn: Connection, email: str, password: str) -> str:
+    async def check_password(self, conn: Connection, email: str, password: str, origin: audit_log.Origin) -> str:
         """The id of the built-in provider's user with this e-mail and password; `InvalidCredentials` otherwise,
-        in the same time whether or not the e-mail is known."""
+        in the same time whether or not the e-mail is known. Either way the attempt is audited: in the user's
+        account, or (an unknown e-mail, which is not kept) in the platform's log."""
         cursor = await conn.execute(_USER_BY_EMAIL, {"email": email.strip().lower()})
         row = await cursor.fetchone()
-        if not await self.passwords.verify(row["password_hash"] if row else None, password) or row is None:
+        valid = await self.passwords.verify(row["password_hash"] if row else None, password) and row is not None
+        async with conn.transaction():
+            await audit_log.record(
+                conn,
+                "signin.succeeded" if valid else "signin.failed",
+                account_id=str(row["account_id"]) if row else None,
+                actor=audit_log.Actor("user", str(row["id"]) if row else None),
+                target_id=str(row["id"]) if row else None,
+                origin=origin,
+            )
+        if not valid or row is None:
             raise InvalidCredentials()
         return str(row["id"])
 
-    async def login(self, conn: Connection, email: str, password: str) -> TokenPair:
-        user_id = await self.check_password(conn, email, password)
+    async def login(self, conn: Connection, email: str, password: str, origin: audit_log.Origin) -> TokenPair:
+        user_id = await self.check_password(conn, email, password, origin)
         async with conn.transaction():
             return await self._issue(conn, user_id, uuid.uuid4())
 

@@ -45,17 +45,19 @@ async def register_app(panel: Panel) -> Response:
     if client_type not in ("confidential", "public"):
         return await _apps(panel, values=values, errors={"client_type": "Choose confidential or public."}, status=400)
     try:
-        client, secret = await create_client(
-            panel.conn,
-            account_id=panel.account_id,
-            created_by=panel.user.user_id,
-            name=name,
-            redirect_uris=redirect_uri_lines(uris_text),
-            confidential=client_type == "confidential",
-            scopes=scopes,
-            every_scope=every_scope,
-            production=panel.services.settings.production,
-        )
+        async with panel.conn.transaction():
+            client, secret = await create_client(
+                panel.conn,
+                account_id=panel.account_id,
+                created_by=panel.user.user_id,
+                name=name,
+                redirect_uris=redirect_uri_lines(uris_text),
+                confidential=client_type == "confidential",
+                scopes=scopes,
+                every_scope=every_scope,
+                production=panel.services.settings.production,
+            )
+            await panel.audit("oauth_client.created", client.id)
     except InvalidClientSpec as exc:
         return await _apps(panel, values=values, errors={exc.field: _sentence(str(exc))}, status=400)
     return await _apps(panel, values=_defaults(panel), registered={"client": client, "secret": secret})
@@ -97,8 +99,10 @@ async def confirm_delete(panel: Panel) -> Response:
 @page
 async def delete_app(panel: Panel) -> Response:
     """`POST /panel/oauth-apps/{client_id}/delete`: the client, its grants, codes and tokens are gone."""
-    if not await delete_client(panel.conn, panel.account_id, panel.path("client_id")):
-        raise NotFound()
+    async with panel.conn.transaction():
+        if not await delete_client(panel.conn, panel.account_id, panel.path("client_id")):
+            raise NotFound()
+        await panel.audit("oauth_client.deleted", panel.path("client_id"))
     return redirect("/panel/oauth-apps?notice=app_deleted")
 
 
@@ -116,7 +120,9 @@ async def revoke_app(panel: Panel) -> Response:
     """`POST /panel/authorized-apps/revoke` with `client_id`: every grant of this person to it ends now."""
     client_id = panel.field("client_id")
     if client_id:  # only this person's grants: any other id revokes nothing
-        await revoke_access(panel.conn, panel.user.user_id, client_id)
+        async with panel.conn.transaction():
+            if await revoke_access(panel.conn, panel.user.user_id, client_id):
+                await panel.audit("oauth_grant.revoked", client_id)
     return redirect("/panel/authorized-apps?notice=access_revoked")
 
 

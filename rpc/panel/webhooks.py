@@ -38,7 +38,9 @@ async def create_endpoint(panel: Panel) -> Response:
     """`POST /panel/webhooks` with `url` and `event_kinds` (repeated): the new endpoint, its secret shown."""
     url, kinds = panel.field("url").strip(), panel.fields("event_kinds")
     try:
-        endpoint, secret = await panel.services.webhooks.create(panel.conn, panel.account_id, url, kinds)
+        async with panel.conn.transaction():
+            endpoint, secret = await panel.services.webhooks.create(panel.conn, panel.account_id, url, kinds)
+            await panel.audit("webhook.created", endpoint.id)
     except InvalidEndpoint as exc:
         values = {"url": url, "event_kinds": kinds}
         return await _endpoints(panel, values=values, errors={exc.field: str(exc)}, status=400)
@@ -64,7 +66,9 @@ async def save_endpoint(panel: Panel) -> Response:
     endpoint = await _get(panel)
     url, kinds = panel.field("url").strip(), panel.fields("event_kinds")
     try:
-        await panel.services.webhooks.update(panel.conn, panel.account_id, endpoint.id, url=url, event_kinds=kinds)
+        async with panel.conn.transaction():
+            await panel.services.webhooks.update(panel.conn, panel.account_id, endpoint.id, url=url, event_kinds=kinds)
+            await panel.audit("webhook.updated", endpoint.id)
     except InvalidEndpoint as exc:
         return _edit_form(panel, endpoint, {"url": url, "event_kinds": kinds}, {exc.field: str(exc)}, 400)
     return redirect(f"/panel/webhooks/{endpoint.id}?notice=endpoint_updated")
@@ -74,7 +78,9 @@ async def save_endpoint(panel: Panel) -> Response:
 async def reveal_secret(panel: Panel) -> Response:
     """`POST /panel/webhooks/{id}/secret`: the signing secret, in this answer's body."""
     endpoint = await _get(panel)
-    secret = await panel.services.webhooks.reveal_secret(panel.conn, panel.account_id, endpoint.id)
+    async with panel.conn.transaction():
+        secret = await panel.services.webhooks.reveal_secret(panel.conn, panel.account_id, endpoint.id)
+        await panel.audit("webhook.secret_revealed", endpoint.id)
     return await _endpoint(panel, endpoint, secret=secret, occasion="revealed")
 
 
@@ -89,6 +95,7 @@ async def rotate_secret(panel: Panel) -> Response:
         secret = await panel.services.webhooks.rotate_secret(
             panel.conn, panel.account_id, endpoint.id, overlap=rotation == "overlap"
         )
+        await panel.audit("webhook.secret_rotated", endpoint.id)
     endpoint = await _get(panel)
     return await _endpoint(panel, endpoint, secret=secret, occasion=f"rotated_{rotation}")
 
@@ -98,7 +105,9 @@ async def set_enabled(panel: Panel) -> Response:
     """`POST /panel/webhooks/{id}/enabled` with `enabled` = `true` or `false`."""
     endpoint = await _get(panel)
     enabled = panel.field("enabled") == "true"
-    await panel.services.webhooks.update(panel.conn, panel.account_id, endpoint.id, enabled=enabled)
+    async with panel.conn.transaction():
+        await panel.services.webhooks.update(panel.conn, panel.account_id, endpoint.id, enabled=enabled)
+        await panel.audit("webhook.updated", endpoint.id)
     notice = "endpoint_enabled" if enabled else "endpoint_disabled"
     return redirect(f"/panel/webhooks/{endpoint.id}?notice={notice}")
 
