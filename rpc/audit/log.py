@@ -46,7 +46,7 @@ ACTIONS = frozenset(
         "user.deleted",
     }
 )
-_TEXT_LIMIT = 512  # client addresses and user agents come from the network: bounded, and never with NUL
+_TEXT_LIMIT = 512  # addresses, user agents and target ids may come from the network: bounded, never with NUL
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +144,7 @@ async def record(
         actor_kind=actor.kind,
         actor_id=actor.id,
         action=action,
-        target_id=target_id,
+        target_id=_clean(target_id),
         client_address=_clean(origin.client_address),
         user_agent=_clean(origin.user_agent),
         prev_hash=bytes(head["head_hash"]),
