@@ -39,6 +39,9 @@ CREATE TABLE IF NOT EXISTS users (
     -- "sign out everywhere", which ends every session token issued before at its next use.
     session_epoch      integer        NOT NULL DEFAULT 0,
     last_signin_at     timestamptz(0),
+    -- Set when the person was erased (docs/privacy.md): the row stays, empty, as the opaque id their
+    -- applications keep, and no credential resolves to it any more.
+    deleted_at     timestamptz(0),
     CONSTRAINT users_pkey PRIMARY KEY (id),
     CONSTRAINT users_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
     CONSTRAINT users_role_check CHECK (role IN ('candidate', 'employer', 'admin')),
@@ -145,6 +148,7 @@ CREATE TABLE IF NOT EXISTS invitations (
     CONSTRAINT invitations_email_check CHECK (email = lower(email) AND length(email) BETWEEN 3 AND 254),
     CONSTRAINT invitations_token_hash_key UNIQUE (token_hash)
 );
+CREATE INDEX IF NOT EXISTS invitations_email_idx ON invitations (email);  -- erasure
 -- One open invitation per account and address: inviting again resends it.
 CREATE UNIQUE INDEX IF NOT EXISTS invitations_open_key ON invitations (account_id, email)
     WHERE accepted_at IS NULL AND revoked_at IS NULL;
@@ -167,6 +171,7 @@ CREATE TABLE IF NOT EXISTS mail_messages (
     CONSTRAINT mail_messages_sealed_check CHECK ((status = 'pending') = (message_sealed IS NOT NULL))
 );
 CREATE INDEX IF NOT EXISTS mail_messages_created_idx ON mail_messages (created_at DESC);
+CREATE INDEX IF NOT EXISTS mail_messages_recipient_idx ON mail_messages (recipient);  -- erasure
 
 -- ---------------------------------------------------------------------------------------------------
 -- Jobs
@@ -372,6 +377,10 @@ CREATE INDEX IF NOT EXISTS applications_candidate_change_idx ON applications (ca
 CREATE INDEX IF NOT EXISTS applications_job_change_idx ON applications (job_id, change_xid, id);
 CREATE OR REPLACE TRIGGER applications_stamp_change BEFORE INSERT OR UPDATE ON applications
     FOR EACH ROW EXECUTE FUNCTION stamp_change();
+-- Retention: applications in a final state that still hold what the candidate wrote.
+CREATE INDEX IF NOT EXISTS applications_retention_idx ON applications (updated_at)
+    WHERE status IN ('hired', 'rejected', 'withdrawn')
+      AND (cover_letter IS NOT NULL OR resume_url IS NOT NULL OR notes IS NOT NULL);
 
 -- One row per status change: who moved the application, when, from what to what.
 CREATE TABLE IF NOT EXISTS application_status_history (
@@ -405,6 +414,8 @@ CREATE TABLE IF NOT EXISTS events (
     CONSTRAINT events_pkey PRIMARY KEY (id)
 );
 CREATE INDEX IF NOT EXISTS events_created_idx ON events (created_at DESC);
+-- Retention (rpc/privacy/retention.py): the oldest bodies still kept.
+CREATE INDEX IF NOT EXISTS events_body_kept_idx ON events (created_at) WHERE body <> ''::bytea;
 
 -- ---------------------------------------------------------------------------------------------------
 -- Webhooks: endpoints, one delivery per (event, endpoint) chosen when the event is emitted, and every
@@ -472,6 +483,7 @@ CREATE TABLE IF NOT EXISTS webhook_attempts (
         FOREIGN KEY (delivery_id) REFERENCES webhook_deliveries (id) ON DELETE CASCADE,
     CONSTRAINT webhook_attempts_delivery_number_key UNIQUE (delivery_id, number)
 );
+CREATE INDEX IF NOT EXISTS webhook_attempts_started_idx ON webhook_attempts (started_at);  -- retention
 
 -- ---------------------------------------------------------------------------------------------------
 -- Billing: subscriptions to plans, their payments through the provider, invoices, and every provider
@@ -722,3 +734,60 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 );
 -- The purge of keys past their 24 hours.
 CREATE INDEX IF NOT EXISTS idempotency_keys_expires_idx ON idempotency_keys (expires_at);
+
+-- ---------------------------------------------------------------------------------------------------
+-- The audit log (CONTRACT.md §20, docs/privacy.md): append-only, each entry chained to the one before by the
+-- SHA-256 of its canonical form (`rpc.audit.log`). Writers take the chain's head row FOR UPDATE, so entries
+-- are chained in id order and the chain never forks.
+-- ---------------------------------------------------------------------------------------------------
+
+CREATE TABLE IF NOT EXISTS audit_entries (
+    id              bigint         NOT NULL,
+    at              timestamptz    NOT NULL,
+    -- NULL: a platform-wide entry (a failed sign-in for an unknown e-mail), seen by platform admins only.
+    account_id      uuid,
+    actor_kind      text           NOT NULL,
+    actor_id        text,
+    action          text           NOT NULL,
+    target_id       text,
+    client_address  text,
+    user_agent      text,
+    prev_hash       bytea          NOT NULL,
+    hash            bytea          NOT NULL,
+    CONSTRAINT audit_entries_pkey PRIMARY KEY (id),
+    CONSTRAINT audit_entries_actor_kind_check CHECK (actor_kind IN ('user', 'operator', 'oauth_client'))
+);
+CREATE SEQUENCE IF NOT EXISTS audit_entries_id_seq AS bigint OWNED BY audit_entries.id;
+-- audit.list: one account's entries newest first (every filter narrows this walk), and the whole log's.
+CREATE INDEX IF NOT EXISTS audit_entries_account_idx ON audit_entries (account_id, id DESC);
+CREATE INDEX IF NOT EXISTS audit_entries_at_idx ON audit_entries (at);
+-- profile.export: what a person did, and what was done to them.
+CREATE INDEX IF NOT EXISTS audit_entries_actor_idx ON audit_entries (actor_id) WHERE actor_kind = 'user';
+CREATE INDEX IF NOT EXISTS audit_entries_target_idx ON audit_entries (target_id);
+
+-- The chain's head (the newest entry's hash) and its anchor: the hash the oldest kept entry follows, moved
+-- forward when retention deletes the oldest entries, so that the rest still verifies from it.
+CREATE TABLE IF NOT EXISTS audit_chain (
+    singleton    boolean  NOT NULL DEFAULT true,
+    head_hash    bytea    NOT NULL,
+    anchor_hash  bytea    NOT NULL,
+    CONSTRAINT audit_chain_pkey PRIMARY KEY (singleton),
+    CONSTRAINT audit_chain_singleton_check CHECK (singleton)
+);
+INSERT INTO audit_chain (head_hash, anchor_hash) VALUES (decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'))
+ON CONFLICT DO NOTHING;
+
+-- Append-only: no UPDATE ever, and DELETE only of entries past the audit retention (400 days), which
+-- `rpc.privacy.retention` does oldest first while moving the anchor.
+CREATE OR REPLACE FUNCTION audit_entries_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND OLD.at < now() - interval '400 days' THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'audit entries are append-only' USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+CREATE OR REPLACE TRIGGER audit_entries_append_only BEFORE UPDATE OR DELETE ON audit_entries
+    FOR EACH ROW EXECUTE FUNCTION audit_entries_append_only();
+CREATE OR REPLACE TRIGGER audit_entries_no_truncate BEFORE TRUNCATE ON audit_entries
+    FOR EACH STATEMENT EXECUTE FUNCTION audit_entries_append_only();

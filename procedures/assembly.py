@@ -14,6 +14,7 @@ from procedures.billing.settlement import EXPIRY
 from procedures.published_cache import PROBE, PROBE_SQL
 from procedures.vocabulary import VOCABULARY
 from rpc.core.business import Business
+from rpc.privacy import retention
 from rpc.settings import Settings
 
 
@@ -31,7 +32,7 @@ def business(settings: Settings) -> Business:
     return Business(
         vocabulary=VOCABULARY,
         providers={"paytr": PayTR()},
-        periodic={"expire_subscriptions": EXPIRY},
+        periodic={"expire_subscriptions": EXPIRY, "retention": retention.periodic(settings)},
         panel_routes=billing_panel.routes,
         probes={PROBE: PROBE_SQL},
     )

@@ -11,9 +11,10 @@ SCOPES = {
     "read:applications": "See applications: your own, or those to your account's jobs.",
     "write:applications": "Submit and withdraw applications, and move them through the hiring pipeline.",
     "read:profile": "See your profile: name, e-mail, role and account.",
-    "write:profile": "Change your display name, headline, location and bio.",
+    "write:profile": "Change your display name, headline, location and bio, or erase yourself.",
     "read:billing": "See your account's plan, subscriptions, payments and invoices.",
     "write:billing": "Subscribe your account to a plan, and cancel subscriptions.",
+    "read:audit": "See your account's audit log: who created keys, changed webhooks, authorized apps, signed in.",
 }
 
 # Candidates apply to jobs and keep a profile: no job writing and no billing for their applications.
@@ -44,6 +45,7 @@ EVENT_KINDS = (
     "billing.subscription.created",
     "billing.subscription.cancelled",
     "billing.invoice.generated",
+    "user.deleted",
 )
 
 VOCABULARY = Vocabulary(scopes=SCOPES, plans=PLANS, event_kinds=EVENT_KINDS, oauth_role_scopes=OAUTH_ROLE_SCOPES)

@@ -200,6 +200,11 @@ def test_reset_ends_every_session_but_keeps_api_keys(
         "/auth/password-reset/confirm", json={"token": token_of(link), "password": "a brand new password"}
     )
     assert confirm.status_code == 200, confirm.text
+    assert admin.sql(
+        "SELECT account_id::text AS account_id, actor_id FROM audit_entries WHERE action = 'password.reset' "
+        "AND target_id = %(u)s",
+        {"u": user.user_id},
+    ) == [{"account_id": user.account_id, "actor_id": user.user_id}]
 
     refused(me(client, session["access_token"]), 401, "invalid_token")
     refused(me(client, user.token), 401, "invalid_token")

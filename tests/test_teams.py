@@ -108,6 +108,14 @@ def test_invite_accept_and_see_the_team(
     assert signed_in["last_signin_at"] is not None, "the team page shows the last sign-in"
     used = anonymous.get(link)
     assert used.status_code == 400 and "already accepted" in text(used), "an invitation works once"
+    joiner = admin.sql("SELECT id::text AS id FROM users WHERE email = %(e)s", {"e": email})[0]["id"]
+    audited = admin.sql(
+        "SELECT action, actor_id FROM audit_entries WHERE account_id = %(a)s::uuid AND action LIKE 'member.%%' "
+        "ORDER BY id",
+        {"a": owner.account_id},
+    )
+    assert {"action": "member.invited", "actor_id": owner.user_id} in audited
+    assert {"action": "member.joined", "actor_id": joiner} in audited
 
 
 def test_resend_replaces_the_link_and_revoke_ends_it(
@@ -184,6 +192,10 @@ def test_removal_stops_every_credential_at_once(
     refused(client.post("/auth/refresh", json={"refresh_token": session["refresh_token"]}), 401, "invalid_token")
     assert location(member_browser.get("/panel")).startswith("/web/signin")
     assert member.user_id not in member_ids(admin, owner.account_id)
+    assert admin.sql(
+        "SELECT actor_id, target_id FROM audit_entries WHERE action = 'member.removed' AND account_id = %(a)s::uuid",
+        {"a": owner.account_id},
+    ) == [{"actor_id": owner.user_id, "target_id": member.user_id}]
     # they keep their person, alone in an account of their own, as a candidate
     again = login(client, member.email, member.password).json()
     profile = me(client, again["access_token"]).json()["result"]

@@ -97,7 +97,7 @@ _REVOKE = """
 UPDATE api_keys AS k SET revoked_at = coalesce(k.revoked_at, now())
 FROM users AS u
 WHERE k.id = %(id)s AND u.id = k.user_id AND (%(account_id)s::uuid IS NULL OR u.account_id = %(account_id)s)
-RETURNING k.id::text AS id, k.revoked_at
+RETURNING k.id::text AS id, k.revoked_at, u.account_id::text AS account_id
 """
 
 

@@ -48,18 +48,19 @@ _TOUCH_API_KEY = """
 UPDATE api_keys SET last_used_at = now()
 WHERE id = %(credential_key)s AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
 """
-# A token of the built-in provider holds while its user exists, at the session epoch it was issued in, and the key
-# that signed it is not retired.
+# A token of the built-in provider holds while its user exists (not erased), at the session epoch it was issued
+# in, and the key that signed it is not retired.
 _LIVE_KEY = "EXISTS (SELECT FROM signing_keys WHERE kid = %(credential_kid)s AND retired_at IS NULL)"
 _USER_BY_ID = f"""
 SELECT u.id AS user_id, u.account_id, u.role, a.plan
 FROM users AS u JOIN accounts AS a ON a.id = u.account_id
-WHERE u.id = %(credential_user)s AND u.session_epoch = %(credential_epoch)s AND {_LIVE_KEY}
+WHERE u.id = %(credential_user)s AND u.deleted_at IS NULL AND u.session_epoch = %(credential_epoch)s
+    AND {_LIVE_KEY}
 """
 # The grant's primary key: one indexed lookup, folded into the user lookup. A revoked grant (or a deleted
 # client, whose grants go with it) finds no row.
 _USER_BY_GRANT = f"""
-SELECT u.id AS user_id, u.account_id, u.role, a.plan, g.scopes
+SELECT u.id AS user_id, u.account_id, u.role, a.plan, g.scopes, g.client_id
 FROM oauth_grants AS g
 JOIN users AS u ON u.id = g.user_id
 JOIN accounts AS a ON a.id = u.account_id

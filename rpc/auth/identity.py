@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from rpc.audit import log as audit_log
 from rpc.auth.authenticate import AUDIENCE, SESSION_EPOCH_CLAIM
 from rpc.auth.keyring import ACCESS_TOKEN_SECONDS, KeyRing
 from rpc.auth.passwords import Passwords
@@ -24,7 +25,7 @@ from rpc.settings import Settings
 REFRESH_TOKEN_LIFETIME = dt.timedelta(days=30)
 
 _USER_BY_EMAIL = """
-SELECT id, password_hash, session_epoch, email_verified_at IS NOT NULL AS verified
+SELECT id, account_id, password_hash, session_epoch, email_verified_at IS NOT NULL AS verified
 FROM users WHERE email = %(email)s AND issuer IS NULL
 """
 _SIGNED_IN = "UPDATE users SET last_signin_at = now() WHERE id = %(id)s"
@@ -86,12 +87,24 @@ class IdentityProvider:
         }
         return self._keyring.sign(claims)
 
-    async def check_password(self, conn: Connection, email: str, password: str) -> Person:
+    async def check_password(self, conn: Connection, email: str, password: str, origin: audit_log.Origin) -> Person:
         """The built-in provider's user with this e-mail and password; `InvalidCredentials` otherwise, in the same
-        time whether or not the e-mail is known. Whether the e-mail is verified is told only to the password."""
+        time whether or not the e-mail is known. Whether the e-mail is verified is told only to the password.
+        Either way the attempt is audited: in the user's account, or (an unknown e-mail, which is not kept) in the
+        platform's log."""
         cursor = await conn.execute(_USER_BY_EMAIL, {"email": email.strip().lower()})
         row = await cursor.fetchone()
-        if not await self.passwords.verify(row["password_hash"] if row else None, password) or row is None:
+        valid = await self.passwords.verify(row["password_hash"] if row else None, password) and row is not None
+        async with conn.transaction():
+            await audit_log.record(
+                conn,
+                "signin.succeeded" if valid else "signin.failed",
+                account_id=str(row["account_id"]) if row else None,
+                actor=audit_log.Actor("user", str(row["id"]) if row else None),
+                target_id=str(row["id"]) if row else None,
+                origin=origin,
+            )
+        if not valid or row is None:
             raise InvalidCredentials()
         return Person(user_id=str(row["id"]), session_epoch=row["session_epoch"], verified=row["verified"])
 
@@ -101,8 +114,8 @@ class IdentityProvider:
             raise EmailNotVerified()
         await conn.execute(_SIGNED_IN, {"id": person.user_id})
 
-    async def login(self, conn: Connection, email: str, password: str) -> TokenPair:
-        person = await self.check_password(conn, email, password)
+    async def login(self, conn: Connection, email: str, password: str, origin: audit_log.Origin) -> TokenPair:
+        person = await self.check_password(conn, email, password, origin)
         async with conn.transaction():
             await self.signed_in(conn, person)
             return await self._issue(conn, person.user_id, person.session_epoch, uuid.uuid4())

@@ -13,6 +13,7 @@ from typing import Literal
 
 import psycopg
 
+from rpc.audit import log as audit_log
 from rpc.auth import links
 from rpc.auth.passwords import Passwords
 from rpc.core.envelope import Params
@@ -51,7 +52,7 @@ RETURNING id::text AS id
 """
 _REPLACE_PENDING = "UPDATE users SET password_hash = %(password_hash)s, updated_at = now() WHERE id = %(id)s"
 _VERIFIED = "UPDATE users SET email_verified_at = coalesce(email_verified_at, now()) WHERE id = %(id)s"
-_PERSON = "SELECT email, password_hash FROM users WHERE id = %(id)s AND issuer IS NULL"
+_PERSON = "SELECT account_id::text AS account_id, email, password_hash FROM users WHERE id = %(id)s AND issuer IS NULL"
 _NEW_HASH = """
 UPDATE users SET password_hash = %(password_hash)s, email_verified_at = coalesce(email_verified_at, now()),
        updated_at = now()
@@ -204,6 +205,13 @@ class People:
             person = await one_row(await conn.execute(_PERSON, {"id": user_id}))
             invalid({"password": password_problem(password, person["email"])})
             await self._set_password(conn, user_id, password_hash)
+            await audit_log.record(
+                conn,
+                "password.reset",
+                account_id=person["account_id"],
+                actor=audit_log.Actor("user", user_id),
+                target_id=user_id,
+            )
         return user_id
 
     async def change_password(self, conn: Connection, user_id: str, current: str, new: str) -> None:

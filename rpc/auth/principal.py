@@ -23,6 +23,7 @@ class Principal:
     plan: str
     credential: CredentialKind
     scopes: frozenset[str] | None = None
+    client_id: str | None = None  # the OAuth client an access token was issued to
 
     @property
     def is_admin(self) -> bool:

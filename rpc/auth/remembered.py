@@ -54,6 +54,7 @@ def principal_of(kind: CredentialKind, row: Mapping[str, Any], token_scopes: fro
         plan=row["plan"],
         credential=kind,
         scopes=scopes,
+        client_id=row.get("client_id"),
     )
 
 

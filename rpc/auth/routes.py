@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from rpc.audit import log as audit_log
 from rpc.auth.identity import TokenPair
 from rpc.auth.people import SignUp, normal_email
 from rpc.core.envelope import Params, encoder
@@ -66,7 +67,7 @@ async def login(request: Request) -> Response:
         await state.throttle.hit_address("signin_address", client_address(request))
         await state.throttle.hit("signin_email", params.email.strip().lower())
         async with state.pool.connection() as conn:
-            pair = await state.identity.login(conn, params.email, params.password)
+            pair = await state.identity.login(conn, params.email, params.password, audit_log.Origin.of(request))
     except Exception as exc:
         return _no_store(render(exc, "auth.login"))
     return _tokens(pair)

@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 
+from rpc.audit import log as audit_log
 from rpc.auth import links
 from rpc.auth.passwords import Passwords
 from rpc.auth.people import (
@@ -160,6 +161,10 @@ class Teams:
             }
             invitation_id = (await one_row(await conn.execute(_UPSERT, values)))["id"]
             link = await self._mail_invitation(conn, email, token, account["name"], inviter["name"])
+            actor = audit_log.Actor("user", inviter["id"]) if inviter.get("id") else audit_log.OPERATOR
+            await audit_log.record(
+                conn, "member.invited", account_id=account_id, actor=actor, target_id=str(invitation_id)
+            )
         return Sent(invitation_id=invitation_id, link=link)
 
     async def resend(self, conn: Connection, account_id: str, invitation_id: str, inviter_name: str) -> None:
@@ -209,7 +214,15 @@ class Teams:
                 if row is None:  # accepted or revoked while the password was hashed
                     raise InvalidLink()
                 values = {**row, "password_hash": password_hash, "display_name": name[:MAX_NAME_LENGTH]}
-                return str((await one_row(await conn.execute(_JOIN, values)))["id"])
+                user_id = str((await one_row(await conn.execute(_JOIN, values)))["id"])
+                await audit_log.record(
+                    conn,
+                    "member.joined",
+                    account_id=row["account_id"],
+                    actor=audit_log.Actor("user", user_id),
+                    target_id=user_id,
+                )
+                return user_id
         except psycopg.errors.UniqueViolation:
             raise InviteeHasAccount() from None
 
@@ -233,6 +246,13 @@ class Teams:
             await conn.execute(_REVOKE_KEYS_AND_GRANTS, {"id": member_id})
             await links.void(conn, member_id)
             await end_sessions(conn, member_id)
+            await audit_log.record(
+                conn,
+                "member.removed",
+                account_id=account_id,
+                actor=audit_log.Actor("user", actor_id),
+                target_id=member_id,
+            )
 
     async def _mail_invitation(self, conn: Connection, email: str, token: str, account_name: str, inviter: str) -> str:
         link = self._mail.composer.link("/web/invite", token)

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from rpc.audit import log as audit_log
 from rpc.auth.principal import Principal
 from rpc.core.types import Connection
 from rpc.outbox.emit import Emitter, UnknownEventKind
@@ -30,6 +31,7 @@ class Context:
     principal: Principal
     request_id: str
     client_address: str
+    user_agent: str
     settings: Settings
     emitter: Emitter
     http: httpx.AsyncClient
@@ -65,3 +67,15 @@ class Context:
         if kind not in self.emits:
             raise UnknownEventKind(f"the procedure did not declare that it emits {kind!r}")
         await self.emitter.emit(self.conn, kind, data, account_ids)
+
+    async def audit(self, action: str, target_id: str | None = None, *, account_id: str | None = None) -> None:
+        """Record `action` in the audit log, in this call's transaction, as done by the caller from their address
+        (in the caller's account unless `account_id` names the one it concerns)."""
+        await audit_log.record(
+            self.conn,
+            action,
+            account_id=account_id or self.principal.account_id,
+            actor=audit_log.Actor.of(self.principal),
+            target_id=target_id,
+            origin=audit_log.Origin(self.client_address, self.user_agent),
+        )

@@ -207,6 +207,7 @@ class Dispatcher:
             principal=principal,
             request_id=getattr(call.request.state, "request_id", ""),
             client_address=call.request.client.host if call.request.client else "",
+            user_agent=call.request.headers.get("user-agent", ""),
             settings=self._settings,
             emitter=self._emitter,
             http=self._http,

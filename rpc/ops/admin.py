@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from rpc.audit import log as audit_log
 from rpc.auth import apikeys, keyring
 from rpc.auth.identity import IdentityProvider
 from rpc.auth.keyring import KeyRing
@@ -23,8 +24,10 @@ from rpc.core.vocabulary import Vocabulary
 from rpc.db.pool import one_row
 from rpc.mail.outbox import Mail
 from rpc.ops import oauth_demo as demo
+from rpc.outbox.emit import Emitter
 from rpc.outbox.endpoints import InvalidEndpoint, Webhooks
 from rpc.outbox.queue import Queue
+from rpc.privacy.erasure import LastMemberPaying, erase_user
 from rpc.settings import Settings
 
 DEMO_WAIT_SECONDS = 300.0
@@ -134,15 +137,17 @@ async def create_api_key(
     user = await _user(conn, email)
     owner = apikeys.Owner(user_id=str(user["id"]), account_id=str(user["account_id"]), role=user["role"])
     try:
-        key_id, key = await apikeys.create_key(
-            conn,
-            owner,
-            name=name,
-            scopes=scopes,
-            mode=mode,
-            every_scope=list(vocabulary.scopes),
-            production=settings.production,
-        )
+        async with conn.transaction():
+            key_id, key = await apikeys.create_key(
+                conn,
+                owner,
+                name=name,
+                scopes=scopes,
+                mode=mode,
+                every_scope=list(vocabulary.scopes),
+                production=settings.production,
+            )
+            await _audit(conn, "api_key.created", owner.account_id, key_id)
     except apikeys.InvalidKey as exc:
         raise AdminError("; ".join(_option_error(field, message) for field, message in exc.errors.items())) from exc
     return {"id": key_id, "key": key}
@@ -162,26 +167,30 @@ async def create_oauth_client(
     """A third-party application owned by the user's account; its secret (null when public) is shown once."""
     user = await _user(conn, email)
     try:
-        client, secret = await create_client(
-            conn,
-            account_id=str(user["account_id"]),
-            created_by=str(user["id"]),
-            name=name,
-            redirect_uris=redirect_uris,
-            confidential=not public,
-            scopes=scopes,
-            every_scope=list(vocabulary.scopes),
-            production=settings.production,
-        )
+        async with conn.transaction():
+            client, secret = await create_client(
+                conn,
+                account_id=str(user["account_id"]),
+                created_by=str(user["id"]),
+                name=name,
+                redirect_uris=redirect_uris,
+                confidential=not public,
+                scopes=scopes,
+                every_scope=list(vocabulary.scopes),
+                production=settings.production,
+            )
+            await _audit(conn, "oauth_client.created", str(user["account_id"]), client.id)
     except InvalidClientSpec as exc:
         raise AdminError(_option_error(exc.field, str(exc))) from exc
     return {"client_id": client.id, "client_secret": secret}
 
 
 async def revoke_api_key(conn: Connection, *, key_id: str) -> dict[str, Any]:
-    row = await apikeys.revoke_key(conn, _uuid(key_id, "--id"), None)
-    if row is None:
-        raise AdminError(f"no API key {key_id}")
+    async with conn.transaction():
+        row = await apikeys.revoke_key(conn, _uuid(key_id, "--id"), None)
+        if row is None:
+            raise AdminError(f"no API key {key_id}")
+        await _audit(conn, "api_key.revoked", row["account_id"], row["id"])
     return {"id": row["id"], "revoked_at": row["revoked_at"]}
 
 
@@ -226,8 +235,10 @@ async def set_plan(conn: Connection, vocabulary: Vocabulary, *, email: str, plan
     if plan not in vocabulary.plans:
         raise AdminError(f"--plan must be one of {', '.join(vocabulary.plans)}")
     user = await _user(conn, email)
-    cursor = await conn.execute(_SET_PLAN, {"plan": plan, "account_id": user["account_id"]})
-    row = await one_row(cursor)
+    async with conn.transaction():
+        cursor = await conn.execute(_SET_PLAN, {"plan": plan, "account_id": user["account_id"]})
+        row = await one_row(cursor)
+        await _audit(conn, "plan.changed", str(row["id"]), str(row["id"]))
     return {"account_id": str(row["id"]), "plan": row["plan"]}
 
 
@@ -236,7 +247,9 @@ async def create_webhook(
 ) -> dict[str, Any]:
     user = await _user(conn, email)
     try:
-        endpoint, secret = await webhooks.create(conn, str(user["account_id"]), url, events)
+        async with conn.transaction():
+            endpoint, secret = await webhooks.create(conn, str(user["account_id"]), url, events)
+            await _audit(conn, "webhook.created", str(user["account_id"]), endpoint.id)
     except InvalidEndpoint as exc:
         raise AdminError(_option_error(exc.field, str(exc))) from exc
     return {"id": endpoint.id, "secret": secret}
@@ -244,8 +257,10 @@ async def create_webhook(
 
 async def delete_webhook(conn: Connection, webhooks: Webhooks, *, endpoint_id: str) -> dict[str, Any]:
     """An endpoint of any account, with its delivery log."""
-    account = await _owner(conn, _ENDPOINT_ACCOUNT, endpoint_id, "--id")
-    await webhooks.delete(conn, account, endpoint_id)
+    async with conn.transaction():
+        account = await _owner(conn, _ENDPOINT_ACCOUNT, endpoint_id, "--id")
+        await webhooks.delete(conn, account, endpoint_id)
+        await _audit(conn, "webhook.deleted", account, endpoint_id)
     return {"id": endpoint_id, "deleted": True}
 
 
@@ -267,6 +282,24 @@ async def redeliver(
             moment = moment.replace(tzinfo=dt.UTC)
         account = await _owner(conn, _ENDPOINT_ACCOUNT, endpoint_id, "--endpoint-id")
         return {"deliveries": await webhooks.redeliver_failed_since(conn, account, endpoint_id, moment)}
+
+
+async def delete_user(conn: Connection, emitter: Emitter, *, email: str) -> dict[str, Any]:
+    """Erase a person as `profile.delete` does (CONTRACT.md §20), for an operator handling a request."""
+    async with conn.transaction():
+        user = await _user(conn, email)
+        try:
+            await erase_user(conn, emitter, str(user["id"]), actor=audit_log.OPERATOR, origin=audit_log.Origin())
+        except LastMemberPaying as exc:
+            raise AdminError(
+                "the last member of an account with an active subscription: cancel it or add a member first"
+            ) from exc
+    return {"user_id": str(user["id"]), "deleted": True}
+
+
+async def _audit(conn: Connection, action: str, account_id: str, target_id: str) -> None:
+    """Record an operator's action in the audit log of the account it concerns."""
+    await audit_log.record(conn, action, account_id=account_id, actor=audit_log.OPERATOR, target_id=target_id)
 
 
 async def _owner(conn: Connection, query: str, object_id: str, option: str) -> str:

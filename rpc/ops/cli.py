@@ -17,6 +17,7 @@ import uvicorn
 import uvloop
 
 from rpc.app import assemble, create_app, prepare_database
+from rpc.audit import log as audit_log
 from rpc.core.crypto import SealError
 from rpc.core.types import Connection
 from rpc.db.embedded import EmbeddedPostgres
@@ -220,6 +221,9 @@ def admin(argv: list[str] | None = None) -> None:
     retire = commands.add_parser("retire-signing-key", help="retire an older signing key: its tokens stop at once")
     retire.add_argument("--kid", required=True)
     retire.add_argument("--force", action="store_true", help="even while tokens it signed may still be in use")
+    erase = commands.add_parser("delete-user", help="erase a person (CONTRACT.md §20, docs/privacy.md)")
+    erase.add_argument("--email", required=True)
+    commands.add_parser("verify-audit", help="check the audit log's hash chain from end to end")
     args = parser.parse_args(argv)
     _logging(logging.WARNING)
     settings = _settings()
@@ -235,7 +239,8 @@ def _list(text: str) -> list[str]:
 async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict[str, Any]:
     vocabulary = assemble(settings)[1].vocabulary
     # Defers on the command's own connection: no pool of its own.
-    webhooks = Webhooks(settings, build_emitter(settings, vocabulary.event_kinds))
+    emitter = build_emitter(settings, vocabulary.event_kinds)
+    webhooks = Webhooks(settings, emitter)
     commands: dict[str, Callable[[Connection], Coroutine[Any, Any, dict[str, Any]]]] = {
         "create-user": lambda conn: ops.create_user(
             conn,
@@ -277,6 +282,8 @@ async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict
         "delete-webhook": lambda conn: ops.delete_webhook(conn, webhooks, endpoint_id=args.id),
         "rotate-signing-key": lambda conn: ops.rotate_signing_key(conn, settings),
         "retire-signing-key": lambda conn: ops.retire_signing_key(conn, kid=args.kid, force=args.force),
+        "delete-user": lambda conn: ops.delete_user(conn, emitter, email=args.email),
+        "verify-audit": audit_log.verify,
         "redeliver": lambda conn: ops.redeliver(
             conn, webhooks, delivery_id=args.id, endpoint_id=args.endpoint_id, since=args.since
         ),

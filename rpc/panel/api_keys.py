@@ -52,6 +52,7 @@ async def create_key(panel: Panel) -> Response:
                 every_scope=every_scope,
                 production=panel.services.settings.production,
             )
+            await panel.audit("api_key.created", key_id)
             token = await reveals.keep(panel, "api_key", key_id, key)
     except apikeys.InvalidKey as exc:
         return await _keys(panel, values=values, errors=exc.errors, status=400)
@@ -72,8 +73,11 @@ async def revoke_key(panel: Panel) -> Response:
     """`POST /panel/api-keys/{id}/revoke`: from now on, calls with the key are `401 invalid_api_key`."""
     if panel.user.role not in apikeys.KEY_ROLES:
         raise NotFound()
-    if await apikeys.revoke_key(panel.conn, uuid_or_404(panel.path("id")), panel.account_id) is None:
-        raise NotFound()
+    async with panel.conn.transaction():
+        revoked = await apikeys.revoke_key(panel.conn, uuid_or_404(panel.path("id")), panel.account_id)
+        if revoked is None:
+            raise NotFound()
+        await panel.audit("api_key.revoked", revoked["id"])
     return redirect("/panel/api-keys?notice=key_revoked")
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from rpc.audit import log as audit_log
 from rpc.core.errors import NotFound, PayloadTooLarge, RateLimited
 from rpc.core.types import Connection
 from rpc.panel.pages import PAGES, secure
@@ -70,6 +71,17 @@ class Panel:
     @property
     def account_id(self) -> str:
         return self.user.account_id
+
+    async def audit(self, action: str, target_id: str | None) -> None:
+        """Record `action` by the signed-in person in their account's audit log, inside the open transaction."""
+        await audit_log.record(
+            self.conn,
+            action,
+            account_id=self.account_id,
+            actor=audit_log.Actor("user", self.user.user_id),
+            target_id=target_id,
+            origin=audit_log.Origin.of(self.request),
+        )
 
     def path(self, name: str) -> str:
         return str(self.request.path_params[name])

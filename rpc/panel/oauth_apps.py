@@ -66,6 +66,7 @@ async def register_app(panel: Panel) -> Response:
                 every_scope=every_scope,
                 production=panel.services.settings.production,
             )
+            await panel.audit("oauth_client.created", client.id)
             token = await reveals.keep(panel, "oauth_client", client.id, secret)
     except InvalidClientSpec as exc:
         return await _apps(panel, values=values, errors={exc.field: _sentence(str(exc))}, status=400)
@@ -149,8 +150,10 @@ async def confirm_delete(panel: Panel) -> Response:
 @page
 async def delete_app(panel: Panel) -> Response:
     """`POST /panel/oauth-apps/{client_id}/delete`: the client, its grants, codes and tokens are gone."""
-    if not await delete_client(panel.conn, panel.account_id, panel.path("client_id")):
-        raise NotFound()
+    async with panel.conn.transaction():
+        if not await delete_client(panel.conn, panel.account_id, panel.path("client_id")):
+            raise NotFound()
+        await panel.audit("oauth_client.deleted", panel.path("client_id"))
     return redirect("/panel/oauth-apps?notice=app_deleted")
 
 
@@ -168,7 +171,9 @@ async def revoke_app(panel: Panel) -> Response:
     """`POST /panel/authorized-apps/revoke` with `client_id`: every grant of this person to it ends now."""
     client_id = panel.field("client_id")
     if client_id:  # only this person's grants: any other id revokes nothing
-        await revoke_access(panel.conn, panel.user.user_id, client_id)
+        async with panel.conn.transaction():
+            if await revoke_access(panel.conn, panel.user.user_id, client_id):
+                await panel.audit("oauth_grant.revoked", client_id)
     return redirect("/panel/authorized-apps?notice=access_revoked")
 
 

@@ -41,6 +41,7 @@ async def create_endpoint(panel: Panel) -> Response:
     try:
         async with panel.conn.transaction():
             endpoint, secret = await panel.services.webhooks.create(panel.conn, panel.account_id, url, kinds)
+            await panel.audit("webhook.created", endpoint.id)
             token = await reveals.keep(panel, "webhook_created", endpoint.id, secret)
     except InvalidEndpoint as exc:
         values = {"url": url, "event_kinds": kinds}
@@ -73,7 +74,9 @@ async def save_endpoint(panel: Panel) -> Response:
     endpoint = await _get(panel)
     url, kinds = panel.field("url").strip(), panel.fields("event_kinds")
     try:
-        await panel.services.webhooks.update(panel.conn, panel.account_id, endpoint.id, url=url, event_kinds=kinds)
+        async with panel.conn.transaction():
+            await panel.services.webhooks.update(panel.conn, panel.account_id, endpoint.id, url=url, event_kinds=kinds)
+            await panel.audit("webhook.updated", endpoint.id)
     except InvalidEndpoint as exc:
         return _edit_form(panel, endpoint, {"url": url, "event_kinds": kinds}, {exc.field: str(exc)}, 400)
     return redirect(f"/panel/webhooks/{endpoint.id}?notice=endpoint_updated")
@@ -83,7 +86,9 @@ async def save_endpoint(panel: Panel) -> Response:
 async def reveal_secret(panel: Panel) -> Response:
     """`POST /panel/webhooks/{id}/secret`: the signing secret, in this answer's body."""
     endpoint = await _get(panel)
-    secret = await panel.services.webhooks.reveal_secret(panel.conn, panel.account_id, endpoint.id)
+    async with panel.conn.transaction():
+        secret = await panel.services.webhooks.reveal_secret(panel.conn, panel.account_id, endpoint.id)
+        await panel.audit("webhook.secret_revealed", endpoint.id)
     return await _endpoint(panel, endpoint, secret=secret, occasion="revealed")
 
 
@@ -99,6 +104,7 @@ async def rotate_secret(panel: Panel) -> Response:
         secret = await panel.services.webhooks.rotate_secret(
             panel.conn, panel.account_id, endpoint.id, overlap=rotation == "overlap"
         )
+        await panel.audit("webhook.secret_rotated", endpoint.id)
         kind: reveals.Kind = "webhook_rotated_overlap" if rotation == "overlap" else "webhook_rotated_now"
         token = await reveals.keep(panel, kind, endpoint.id, secret)
     return redirect(f"/panel/webhooks/{endpoint.id}?reveal={token}")
@@ -115,7 +121,9 @@ async def delete_endpoint(panel: Panel) -> Response:
     """`POST /panel/webhooks/{id}/delete`: the endpoint is gone, with its delivery log; nothing more is sent to it
     (a delivery already in flight finds no endpoint and stops)."""
     endpoint = await _get(panel)
-    await panel.services.webhooks.delete(panel.conn, panel.account_id, endpoint.id)
+    async with panel.conn.transaction():
+        await panel.services.webhooks.delete(panel.conn, panel.account_id, endpoint.id)
+        await panel.audit("webhook.deleted", endpoint.id)
     return redirect("/panel/webhooks?notice=endpoint_deleted")
 
 
@@ -124,7 +132,9 @@ async def set_enabled(panel: Panel) -> Response:
     """`POST /panel/webhooks/{id}/enabled` with `enabled` = `true` or `false`."""
     endpoint = await _get(panel)
     enabled = panel.field("enabled") == "true"
-    await panel.services.webhooks.update(panel.conn, panel.account_id, endpoint.id, enabled=enabled)
+    async with panel.conn.transaction():
+        await panel.services.webhooks.update(panel.conn, panel.account_id, endpoint.id, enabled=enabled)
+        await panel.audit("webhook.updated", endpoint.id)
     notice = "endpoint_enabled" if enabled else "endpoint_disabled"
     return redirect(f"/panel/webhooks/{endpoint.id}?notice={notice}")
 

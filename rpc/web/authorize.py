@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
+from rpc.audit import log as audit_log
 from rpc.auth.oauth import (
     AccessDenied,
     InvalidRequest,
@@ -111,14 +112,23 @@ async def decide(request: Request) -> Response:
                 raise RedirectError(auth.redirect_uri, AccessDenied("The user denied the request."), auth.state)
             if decision != "approve" or len(fields.get("decision", [])) != 1:
                 return state.pages.error(400, "Bad request", "Choose Allow or Deny.")
-            code = await state.server.issue_code(
-                conn,
-                client=auth.client,
-                user_id=user.user_id,
-                redirect_uri=auth.redirect_uri,
-                scopes=scopes,
-                challenge=auth.challenge,
-            )
+            async with conn.transaction():
+                code = await state.server.issue_code(
+                    conn,
+                    client=auth.client,
+                    user_id=user.user_id,
+                    redirect_uri=auth.redirect_uri,
+                    scopes=scopes,
+                    challenge=auth.challenge,
+                )
+                await audit_log.record(
+                    conn,
+                    "oauth_grant.approved",
+                    account_id=user.account_id,
+                    actor=audit_log.Actor("user", user.user_id),
+                    target_id=auth.client.id,
+                    origin=audit_log.Origin.of(request),
+                )
     except PageError as exc:
         return state.pages.error(400, exc.title, exc.message)
     except RedirectError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from rpc.audit import log as audit_log
 from rpc.auth.oauth import authorized_apps, revoke_access
 from rpc.auth.routes import client_address
 from rpc.core.errors import EmailNotVerified, InvalidCredentials, PayloadTooLarge, RateLimited
@@ -78,7 +79,7 @@ async def signin(request: Request) -> Response:
         return state.pages.rate_limited(exc)
     async with state.pool.connection() as conn:
         try:
-            person = await state.identity.check_password(conn, email, password)
+            person = await state.identity.check_password(conn, email, password, audit_log.Origin.of(request))
             await state.identity.signed_in(conn, person)
         except InvalidCredentials:
             error = "The e-mail or password is wrong."
@@ -144,7 +145,16 @@ async def revoke_app(request: Request) -> Response:
         if not state.sessions.csrf_valid("session", user.session, csrf):
             return state.pages.forbidden()
         if client_id:
-            await revoke_access(conn, user.user_id, client_id)
+            async with conn.transaction():
+                if await revoke_access(conn, user.user_id, client_id):
+                    await audit_log.record(
+                        conn,
+                        "oauth_grant.revoked",
+                        account_id=user.account_id,
+                        actor=audit_log.Actor("user", user.user_id),
+                        target_id=client_id,
+                        origin=audit_log.Origin.of(request),
+                    )
     return redirect("/web/apps")
 
 

@@ -1,0 +1,285 @@
+"""profile.export, profile.delete, bin/admin delete-user, audit.list and retention (CONTRACT.md §20)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from rpc.audit import log as audit_log
+from rpc.ops import admin as ops
+from rpc.privacy.retention import RetentionSettings, retain
+from tests.support import Admin, User, ok, refused
+
+Call = Callable[..., httpx.Response]
+EXPORT_KEYS = {"profile", "applications", "api_keys", "oauth_grants", "sessions", "audit"}
+ENTRY_KEYS = {"id", "at", "actor_id", "actor_kind", "action", "target_id", "client_address", "user_agent"}
+
+
+def _job(call: Call, owner: User) -> str:
+    made = ok(call("jobs.create", owner, title=f"job-{uuid.uuid4().hex[:8]}", company="Acme", location="Izmir"))
+    return str(ok(call("jobs.publish", owner, id=made["id"]))["id"])
+
+
+def _person(admin: Admin, call: Call) -> tuple[User, dict[str, str]]:
+    """A candidate with a name, a bio and cover letters: every string erasure must remove."""
+    person = admin.user("candidate")
+    marks = {
+        "email": person.email,
+        "name": f"Zeynep-{uuid.uuid4().hex}",
+        "bio": f"bio-{uuid.uuid4().hex}",
+        "letter": f"letter-{uuid.uuid4().hex}",
+    }
+    ok(call("profile.update", person, display_name=marks["name"], bio=marks["bio"]))
+    return person, marks
+
+
+def _everywhere(admin: Admin, text: str) -> list[str]:
+    """Every column of every table (text, jsonb, bytea, arrays: each as text) that holds `text` anywhere."""
+    columns = admin.sql(
+        """SELECT table_schema, table_name, column_name FROM information_schema.columns
+           WHERE table_schema NOT IN ('pg_catalog', 'information_schema')
+             AND data_type IN ('text', 'jsonb', 'json', 'bytea', 'ARRAY', 'character varying')"""
+    )
+    found = []
+    for column in columns:
+        table, name = f'"{column["table_schema"]}"."{column["table_name"]}"', f'"{column["column_name"]}"'
+        as_text = f"convert_from({name}, 'UTF8')" if column["column_name"] == "body" else f"{name}::text"
+        query = f"SELECT count(*) AS n FROM {table} WHERE position(lower(%(t)s) IN lower({as_text})) > 0"
+        if column["table_name"] in ("events", "idempotency_keys") and column["column_name"] == "body":
+            query = f"SELECT count(*) AS n FROM {table} WHERE position(convert_to(%(t)s, 'UTF8') IN {name}) > 0"
+        if admin.sql(query, {"t": text})[0]["n"]:
+            found.append(f"{column['table_name']}.{column['column_name']}")
+    return found
+
+
+def test_export_holds_everything_about_the_caller(call: Call, admin: Admin, employer: User) -> None:
+    person, marks = _person(admin, call)
+    applied = [
+        ok(call("applications.create", person, job_id=_job(call, employer), cover_letter=marks["letter"]))
+        for _ in range(3)
+    ]
+    ok(call("applications.update_status", employer, id=applied[0]["id"], status="reviewed"))
+    exported = ok(call("profile.export", person))
+    assert set(exported) == EXPORT_KEYS
+    assert exported["profile"]["email"] == person.email and exported["profile"]["display_name"] == marks["name"]
+    assert {a["id"] for a in exported["applications"]} == {a["id"] for a in applied}
+    first = next(a for a in exported["applications"] if a["id"] == applied[0]["id"])
+    assert [(h["status"], h["by"]) for h in first["history"]] == [
+        ("pending", person.user_id),
+        ("reviewed", employer.user_id),
+    ]
+    assert all(a["cover_letter"] == marks["letter"] for a in exported["applications"])
+    assert exported["api_keys"] == [] and exported["oauth_grants"] == []
+    entry = exported["audit"][0]
+    assert set(entry) == ENTRY_KEYS
+    assert (entry["action"], entry["actor_kind"], entry["actor_id"]) == ("profile.exported", "user", person.user_id)
+
+
+def test_export_lists_key_metadata_never_the_key(call: Call, admin: Admin, client: httpx.Client) -> None:
+    boss = admin.user("employer")
+    key = admin.api_key(boss, scopes="read:profile")
+    client.post("/auth/login", json={"email": boss.email, "password": boss.password})
+    exported = ok(call("profile.export", key["key"]))
+    assert [k["id"] for k in exported["api_keys"]] == [key["id"]]
+    assert "key_hash" not in exported["api_keys"][0] and key["key"] not in str(exported)
+    assert [s["kind"] for s in exported["sessions"]] == ["api"]
+    assert [e["action"] for e in exported["audit"]] == ["profile.exported", "signin.succeeded"]
+
+
+def test_export_needs_read_profile(call: Call, admin: Admin) -> None:
+    person = admin.user("employer")
+    key = admin.api_key(person, scopes="read:jobs")["key"]
+    assert refused(call("profile.export", key), 403, "insufficient_scope")["details"]["required"] == "read:profile"
+
+
+def test_delete_needs_the_callers_email_and_changes_nothing_otherwise(call: Call, admin: Admin) -> None:
+    person = admin.user("candidate")
+    for confirm in ("someone@example.test", ""):
+        error = refused(call("profile.delete", person, confirm=confirm), 422, "invalid_params")
+        assert error["details"]["errors"][0]["field"] == "confirm"
+    refused(call("profile.delete", person), 422, "invalid_params")
+    assert ok(call("profile.me", person))["email"] == person.email
+
+
+def test_delete_erases_the_person_everywhere(call: Call, client: httpx.Client, admin: Admin, employer: User) -> None:
+    person, marks = _person(admin, call)
+    applied = ok(call("applications.create", person, job_id=_job(call, employer), cover_letter=marks["letter"]))
+    ok(call("applications.update_status", employer, id=applied["id"], status="reviewed"))
+    login = client.post("/auth/login", json={"email": person.email, "password": person.password}).json()
+    # A message addressed to them (its recipient is kept in mail_messages) and an invitation to another account.
+    assert client.post("/auth/password-reset", json={"email": person.email}).status_code == 202
+    admin.sql(
+        "INSERT INTO invitations (account_id, email, token_hash, expires_at) "
+        "SELECT account_id, %(e)s, sha256(gen_random_uuid()::text::bytea), now() + interval '7 days' FROM users "
+        "WHERE id = %(u)s::uuid RETURNING id",
+        {"e": person.email, "u": employer.user_id},
+    )
+    assert admin.sql("SELECT count(*) AS n FROM mail_messages WHERE recipient = %(e)s", {"e": person.email}) == [
+        {"n": 1}
+    ]
+    hook = admin.webhook(person, "http://127.0.0.1:9/nowhere", ["user.deleted"])
+    ok(call("profile.export", person))  # the export's answer is not kept; an idempotent update's is
+    client.post("/v1/profile.update", json={"headline": marks["bio"]}, headers={**person.auth, "Idempotency-Key": "k1"})
+    for mark in marks.values():
+        assert _everywhere(admin, mark), mark  # the search finds what is there
+
+    done = ok(call("profile.delete", person, confirm=person.email.upper()))
+    assert done == {"id": person.user_id, "deleted": True}
+
+    for mark in marks.values():
+        assert _everywhere(admin, mark) == [], mark
+    for credential in (person.token, login["access_token"]):
+        assert call("profile.me", credential).status_code == 401
+    refresh = client.post("/auth/refresh", json={"refresh_token": login["refresh_token"]})
+    assert refresh.status_code == 401
+    kept = ok(call("applications.get", employer, id=applied["id"]))
+    assert kept["candidate_id"] == person.user_id and kept["status"] == "reviewed"
+    assert kept["cover_letter"] is None and kept["resume_url"] is None
+    event = admin.sql("SELECT convert_from(body, 'UTF8')::jsonb AS body FROM events WHERE kind = 'user.deleted'")
+    assert {"event": "user.deleted", "data": {"user_id": person.user_id}} in [
+        {k: e["body"][k] for k in ("event", "data")} for e in event
+    ]
+    assert admin.sql(
+        "SELECT count(*) AS n FROM webhook_deliveries WHERE endpoint_id = %(e)s::uuid", {"e": hook["id"]}
+    ) == [{"n": 1}]
+    again = admin.user("candidate", email=person.email)  # the e-mail may sign up again, as a new person
+    assert again.user_id != person.user_id and ok(call("applications.list", again))["data"] == []
+
+
+def test_the_last_member_of_a_paying_account_is_refused(call: Call, admin: Admin) -> None:
+    boss = admin.user("employer")
+    admin.sql(
+        """INSERT INTO subscriptions (account_id, plan, status, current_period_start, current_period_end)
+           VALUES (%(a)s::uuid, 'pro', 'active', now(), now() + interval '30 days')""",
+        {"a": boss.account_id},
+    )
+    refused(call("profile.delete", boss, confirm=boss.email), 409, "conflict")
+    assert ok(call("profile.me", boss))["email"] == boss.email
+    member = admin.user("employer", account_id=boss.account_id)
+    ok(call("profile.delete", boss, confirm=boss.email))  # no longer the last member
+    refused(call("profile.delete", member, confirm=member.email), 409, "conflict")
+
+
+def test_admin_delete_user_does_the_same_as_an_operator(call: Call, admin: Admin) -> None:
+    person, marks = _person(admin, call)
+    assert admin.run(ops.delete_user, admin.webhooks._emitter, email=person.email) == {
+        "user_id": person.user_id,
+        "deleted": True,
+    }
+    assert _everywhere(admin, marks["name"]) == []
+    assert call("profile.me", person).status_code == 401
+    entry = admin.sql("SELECT actor_kind, actor_id, target_id FROM audit_entries WHERE action = 'user.deleted' "
+                      "AND target_id = %(u)s", {"u": person.user_id})  # fmt: skip
+    assert entry == [{"actor_kind": "operator", "actor_id": None, "target_id": person.user_id}]
+    with pytest.raises(ops.AdminError):
+        admin.run(ops.delete_user, admin.webhooks._emitter, email=person.email)
+
+
+def _audit(call: Call, who: User | str, **params: Any) -> dict[str, Any]:
+    result: dict[str, Any] = ok(call("audit.list", who, **params))
+    return result
+
+
+def test_audit_list_shows_the_accounts_entries_newest_first(
+    call: Call, client: httpx.Client, admin: Admin, operator: User
+) -> None:
+    boss = admin.user("employer")
+    other = admin.user("employer")
+    key = admin.api_key(boss, scopes="read:audit")
+    admin.revoke(key["id"])
+    admin.api_key(other)
+    client.post("/auth/login", json={"email": boss.email, "password": "wrong"}, headers={"User-Agent": "probe/1"})
+    client.post("/auth/login", json={"email": f"nobody-{uuid.uuid4().hex}@x.test", "password": "wrong"})
+    page = _audit(call, boss)
+    expected = ["signin.failed", "api_key.revoked", "api_key.created", "plan.changed"]
+    assert [e["action"] for e in page["data"]] == expected
+    failed = page["data"][0]
+    assert set(failed) == ENTRY_KEYS
+    assert (failed["actor_kind"], failed["actor_id"], failed["user_agent"]) == ("user", boss.user_id, "probe/1")
+    assert failed["client_address"] == "127.0.0.1"
+    assert page["data"][1]["target_id"] == key["id"] and page["data"][1]["actor_kind"] == "operator"
+    assert page["next_cursor"] is None
+    everyone = _audit(call, operator, action="signin.failed", per_page=100)["data"]
+    assert any(e["actor_id"] is None for e in everyone)  # the unknown e-mail: the platform's log only
+    assert {e["actor_id"] for e in everyone} >= {boss.user_id}
+
+
+def test_audit_list_filters_and_pages(call: Call, admin: Admin) -> None:
+    boss = admin.user("employer")
+    keys = [admin.api_key(boss)["id"] for _ in range(5)]
+    assert [e["target_id"] for e in _audit(call, boss, action="api_key.created", per_page=100)["data"]] == keys[::-1]
+    seen, cursor = [], None
+    while True:
+        page = _audit(call, boss, action="api_key.created", per_page=2, **({"cursor": cursor} if cursor else {}))
+        seen += [e["target_id"] for e in page["data"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == keys[::-1]
+    first = _audit(call, boss, per_page=2)
+    error = refused(
+        call("audit.list", boss, action="api_key.revoked", cursor=first["next_cursor"]), 422, "invalid_params"
+    )
+    assert error["details"]["errors"][0]["field"] == "cursor"
+    refused(call("audit.list", boss, cursor="garbage"), 422, "invalid_params")
+    refused(call("audit.list", boss, per_page=101), 422, "invalid_params")
+    assert _audit(call, boss, actor_id=boss.user_id)["data"] == []  # every entry here is the operator's
+    assert _audit(call, boss, since="2999-01-01T00:00:00Z")["data"] == []
+
+
+def test_audit_list_needs_read_audit_and_an_employer(call: Call, admin: Admin) -> None:
+    boss = admin.user("employer")
+    refused(call("audit.list", admin.api_key(boss, scopes="read:jobs")["key"]), 403, "insufficient_scope")
+    assert ok(call("audit.list", admin.api_key(boss, scopes="read:audit")["key"]))["data"]
+    refused(call("audit.list", admin.user("candidate")), 403, "forbidden")
+
+
+def test_retention_keeps_deliveries_and_anonymizes_old_final_applications(
+    call: Call, admin: Admin, employer: User
+) -> None:
+    person, marks = _person(admin, call)
+    old = ok(call("applications.create", person, job_id=_job(call, employer), cover_letter=marks["letter"]))
+    new = ok(call("applications.create", person, job_id=_job(call, employer), cover_letter=marks["letter"]))
+    ok(call("applications.update_status", employer, id=old["id"], status="rejected"))
+    ok(call("applications.update_status", employer, id=new["id"], status="rejected"))
+    admin.sql(
+        "UPDATE applications SET updated_at = now() - interval '731 days' WHERE id = %(id)s::uuid", {"id": old["id"]}
+    )
+    admin.sql("UPDATE events SET created_at = now() - interval '31 days'")
+    admin.sql("UPDATE webhook_attempts SET started_at = now() - interval '31 days'")
+    deliveries = admin.sql("SELECT id, status FROM webhook_deliveries ORDER BY id")
+
+    async def run(conn: Any) -> dict[str, int]:
+        async with conn.transaction():
+            return await retain(conn, RetentionSettings(), batch=2)
+
+    while any(admin.run(run).values()):  # bounded batches, until there is nothing left
+        pass
+    rows = admin.sql("SELECT id::text AS id, cover_letter FROM applications WHERE candidate_id = %(c)s::uuid",
+                     {"c": person.user_id})  # fmt: skip
+    assert {r["id"]: r["cover_letter"] for r in rows} == {old["id"]: None, new["id"]: marks["letter"]}
+    assert admin.sql("SELECT count(*) AS n FROM events WHERE body <> ''::bytea") == [{"n": 0}]
+    assert admin.sql("SELECT count(*) AS n FROM webhook_attempts") == [{"n": 0}]
+    assert admin.sql("SELECT id, status FROM webhook_deliveries ORDER BY id") == deliveries
+    assert admin.run(audit_log.verify)["ok"]
+
+
+def test_retention_settings_are_read_and_checked() -> None:
+    from rpc.settings import Settings, SettingsError
+
+    env = {"SERVICE_SECRET_KEY": "x" * 44, "RETENTION_WEBHOOK_DAYS": "7", "RETENTION_APPLICATION_DAYS": "90"}
+    settings = Settings.from_env(env)
+    assert settings.section("RETENTION_", RetentionSettings) == RetentionSettings(7, 90)
+    with pytest.raises(SettingsError):
+        Settings.from_env({**env, "RETENTION_WEBHOOK_DAYS": "0"}).section("RETENTION_", RetentionSettings)
+
+
+def test_web_signin_is_audited(client: httpx.Client, admin: Admin, call: Call) -> None:
+    person = admin.user("employer")
+    client.post("/auth/login", json={"email": person.email, "password": person.password})
+    entries = _audit(call, person, action="signin.succeeded")["data"]
+    assert [(e["actor_id"], e["target_id"]) for e in entries] == [(person.user_id, person.user_id)]
