@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Iterable
 from typing import Annotated, Any
@@ -9,7 +10,7 @@ from typing import Annotated, Any
 import msgspec
 
 from rpc.core.context import Context
-from rpc.core.errors import NotFound
+from rpc.core.errors import InvalidParams, NotFound
 from rpc.db.pool import one_row
 
 # PostgreSQL text cannot hold NUL, so no string parameter may contain one.
@@ -75,3 +76,29 @@ def like_pattern(text: str) -> str:
     """A case-insensitive substring pattern for ILIKE, with the caller's wildcards taken literally."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
+
+
+Moment = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=64,
+        description="A time: ISO 8601 with its offset, e.g. 2026-11-01T00:00:00Z.",
+        extra_json_schema={"format": "date-time"},
+    ),
+]
+
+
+def moment(field: str, text: str | None) -> dt.datetime | None:
+    """A `Moment` parameter as a time; `422` on `field` unless it is an ISO 8601 date and time with its offset
+    (read here, not by msgspec, which would also take a number as a Unix time)."""
+    if text is None:
+        return None
+    written = text.upper()  # RFC 3339 allows `t` and `z`; Python reads only the capitals
+    try:
+        parsed = dt.datetime.fromisoformat(written)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None or "T" not in written:
+        message = "Give a date and time with its offset, e.g. 2026-11-01T00:00:00Z."
+        raise InvalidParams([{"field": field, "message": message}])
+    return parsed

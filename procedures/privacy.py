@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from procedures.common import NO_NUL
+from procedures.common import NO_NUL, Moment, moment
 from procedures.profile import Profile, me
 from rpc.audit import log as audit_log
 from rpc.core.context import Context
@@ -193,7 +193,7 @@ Cursor = Annotated[str, msgspec.Meta(max_length=200)]
 class ListAudit(Params, frozen=True, kw_only=True):
     action: Action | None = None
     actor_id: Action | None = None
-    since: dt.datetime | None = None
+    since: Moment | None = None
     cursor: Cursor | None = None
     per_page: PerPage = 20
 
@@ -205,7 +205,7 @@ class AuditPage(Struct, frozen=True, kw_only=True):
 
 def _query_key(params: ListAudit, principal_account: str | None) -> str:
     """What a cursor is bound to: every parameter but `cursor` and `per_page`, and whose log it walks."""
-    query = [params.action, params.actor_id, params.since.isoformat() if params.since else None, principal_account]
+    query = [params.action, params.actor_id, params.since, principal_account]
     return hashlib.sha256(msgspec.json.encode(query)).hexdigest()[:16]
 
 
@@ -232,7 +232,7 @@ async def list_audit(ctx: Context, params: ListAudit) -> AuditPage:
         "account_id": account,
         "action": params.action,
         "actor_id": params.actor_id,
-        "since": params.since,
+        "since": moment("since", params.since),
         "after": _after(params, bound_to),
         "limit": params.per_page + 1,
     }

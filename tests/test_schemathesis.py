@@ -29,6 +29,9 @@ def fuzz(live: LiveServer, token: str, tmp_path: Path) -> subprocess.CompletedPr
         "--rate-limit", "900/m",
         "--workers", "1",
         "--seed", "20261124",
+        # Its `confirm` must be the caller's own e-mail, state no schema holds; the right one would erase the
+        # fuzzing user midway. tests/test_privacy.py covers it.
+        "--exclude-path", "/v1/profile.delete",
     ]  # fmt: skip
     env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks", "PYTHONPATH": str(ROOT)}
     return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False)

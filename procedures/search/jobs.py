@@ -8,31 +8,21 @@ published set (`procedures.published_cache`): a popular search costs no statemen
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import msgspec
 
-from procedures.common import PlainText, like_pattern
+from procedures.common import Moment, PlainText, like_pattern, moment
 from procedures.jobs import EmploymentType, JobSummary
 from procedures.published_cache import PROBE, PublishedCache
 from procedures.search import cursor
 from rpc.core.context import Context
 from rpc.core.envelope import Params, Struct
-from rpc.core.errors import InvalidParams
 from rpc.core.registry import procedure
 
 Sort = Literal["relevance", "newest"]
 # Text, read here: a query string's lax conversion would take a bare number for a Unix time.
-PostedAfter = Annotated[
-    str,
-    msgspec.Meta(
-        max_length=64,
-        description="Only jobs published after this time (ISO 8601 with its offset, e.g. 2026-11-01T00:00:00Z).",
-        extra_json_schema={"format": "date-time"},
-    ),
-]
 Types = EmploymentType | Annotated[list[EmploymentType], msgspec.Meta(min_length=1, max_length=5)]
 FACET_SIZE = 10
 
@@ -48,7 +38,7 @@ class SearchJobs(Params, frozen=True, kw_only=True):
     location: PlainText | None = None
     company: PlainText | None = None
     employment_type: Types | None = None
-    posted_after: PostedAfter | None = None
+    posted_after: Moment | None = None
     sort: Sort | None = None
     per_page: Annotated[int, msgspec.Meta(ge=1, le=100, description="Items per page, 1..100.")] = 20
     cursor: Annotated[str, msgspec.Meta(max_length=1000, description="The previous page's next_cursor.")] | None = None
@@ -137,7 +127,7 @@ async def search_jobs(ctx: Context, params: SearchJobs) -> SearchPage:
         "location": params.location,
         "company": params.company,
         "employment_type": sorted(set(types)) if types else None,
-        "posted_after": _moment(params.posted_after),
+        "posted_after": moment("posted_after", params.posted_after),
         "sort": params.sort,
         "facets": params.facets,
     }
@@ -146,21 +136,6 @@ async def search_jobs(ctx: Context, params: SearchJobs) -> SearchPage:
     ranked = words and (params.sort or "relevance") == "relevance"
     search = _Search(query, bound, words, ranked, after, params.per_page)
     return await _pages.answer(ctx, (bound, params.per_page, params.cursor), lambda: _page(ctx, search))
-
-
-def _moment(text: str | None) -> dt.datetime | None:
-    """`posted_after` as a time; `422` unless it is an ISO 8601 date and time with its offset."""
-    if text is None:
-        return None
-    written = text.upper()  # RFC 3339 allows `t` and `z`; Python reads only the capitals
-    try:
-        moment = dt.datetime.fromisoformat(written)
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None or "T" not in written:
-        message = "Give a date and time with its offset, e.g. 2026-11-01T00:00:00Z."
-        raise InvalidParams([{"field": "posted_after", "message": message}])
-    return moment
 
 
 async def _page(ctx: Context, search: _Search) -> SearchPage:
