@@ -6,6 +6,7 @@ in a link never leaves this site. A used, expired or unknown link answers a `400
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -16,6 +17,7 @@ from rpc.auth.people import SignUp
 from rpc.auth.routes import after_answer, client_address, throttle_people
 from rpc.auth.teams import InviteeHasAccount
 from rpc.core.errors import InvalidLink, InvalidParams, PayloadTooLarge, RateLimited
+from rpc.core.types import Connection
 from rpc.web.forms import Fields, FormError, read_form, single
 from rpc.web.pages import redirect
 from rpc.web.state import Web, web
@@ -126,17 +128,7 @@ async def verify(request: Request) -> Response:
 
 async def resend_verification(request: Request) -> Response:
     """`POST /web/verify/resend` with `email`: the same answer whether or not a link was sent."""
-    state = web(request)
-    values = await _posted(request, state, "email")
-    if isinstance(values, Response):
-        return values
-    try:
-        await throttle_people(state.throttle, request, values["email"])
-    except RateLimited as exc:
-        return state.pages.rate_limited(exc)
-    answer = _check_email(state, values["email"].strip().lower())
-    answer.background = after_answer(state.pool, state.people.resend_verification, values["email"])
-    return answer
+    return await _mail_a_link(request, lambda state: state.people.resend_verification)
 
 
 # password reset -----------------------------------------------------------------------------------------
@@ -149,6 +141,14 @@ async def reset_request_page(request: Request) -> Response:
 
 async def reset_request(request: Request) -> Response:
     """`POST /web/password-reset` with `email`: the same answer whether or not the address is known."""
+    return await _mail_a_link(request, lambda state: state.people.request_reset)
+
+
+async def _mail_a_link(
+    request: Request, work: Callable[[Web], Callable[[Connection, str], Awaitable[None]]]
+) -> Response:
+    """The one answer ("check your e-mail") to a form with `email`, given before `work` runs: known and unknown
+    addresses look alike, also to the clock."""
     state = web(request)
     values = await _posted(request, state, "email")
     if isinstance(values, Response):
@@ -158,7 +158,7 @@ async def reset_request(request: Request) -> Response:
     except RateLimited as exc:
         return state.pages.rate_limited(exc)
     answer = _check_email(state, values["email"].strip().lower())
-    answer.background = after_answer(state.pool, state.people.request_reset, values["email"])
+    answer.background = after_answer(state.pool, work(state), values["email"])
     return answer
 
 
