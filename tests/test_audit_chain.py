@@ -18,16 +18,24 @@ from tests.support import Admin
 
 ACTIONS = sorted(audit_log.ACTIONS)
 ACCOUNTS = [str(uuid.uuid4()) for _ in range(3)]
+
+
 # Every stored column but `id` (the chain's order: see docs/privacy.md), and how to change one byte of it.
+def _other_first(value: str, usual: str, instead: str) -> str:
+    """SQL: `value` with its first character replaced by one it surely is not (`usual`, or `instead` if it was)."""
+    first = f"CASE WHEN left({value}, 1) = '{usual}' THEN '{instead}' ELSE '{usual}' END"
+    return f"overlay({value} placing {first} from 1 for 1)"
+
+
 TAMPER = {
     "at": "at + interval '1 microsecond'",
-    "account_id": "coalesce(overlay(account_id::text placing 'f' from 1 for 1), %(account)s)::uuid",
+    "account_id": f"coalesce({_other_first('account_id::text', 'f', 'e')}, %(account)s)::uuid",
     "actor_kind": "CASE actor_kind WHEN 'user' THEN 'operator' ELSE 'user' END",
-    "actor_id": "overlay(coalesce(actor_id, 'x') placing '~' from 1 for 1)",
+    "actor_id": _other_first("coalesce(actor_id, 'x')", "~", "^"),
     "action": "action || ' '",
-    "target_id": "overlay(coalesce(target_id, 'x') placing '~' from 1 for 1)",
-    "client_address": "overlay(coalesce(client_address, 'x') placing '~' from 1 for 1)",
-    "user_agent": "overlay(coalesce(user_agent, 'x') placing '~' from 1 for 1)",
+    "target_id": _other_first("coalesce(target_id, 'x')", "~", "^"),
+    "client_address": _other_first("coalesce(client_address, 'x')", "~", "^"),
+    "user_agent": _other_first("coalesce(user_agent, 'x')", "~", "^"),
     "prev_hash": "set_byte(prev_hash, 0, (get_byte(prev_hash, 0) + 1) %% 256)",
     "hash": "set_byte(hash, 31, (get_byte(hash, 31) + 1) %% 256)",
 }
