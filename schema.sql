@@ -301,13 +301,47 @@ CREATE TABLE IF NOT EXISTS job_totals (
     CONSTRAINT job_totals_status_check CHECK (status = 'published'),
     CONSTRAINT job_totals_total_check CHECK (total >= 0)
 );
+-- Every change to the published set, under the version it made: each job's state as it entered or left the
+-- set. A remembered answer about published jobs follows the changes made since it was computed instead of
+-- being computed again (procedures/published_cache.py, docs/search.md). The last LOG_KEPT versions are kept.
+CREATE TABLE IF NOT EXISTS published_changes (
+    version         bigint      NOT NULL,
+    id              uuid        NOT NULL,  -- the job's
+    entered         boolean     NOT NULL,  -- true: this state joined the published set; false: it left it
+    title           text        NOT NULL,
+    company         text        NOT NULL,
+    location        text        NOT NULL,
+    employment_type text,
+    search_doc      tsvector,
+    created_at      timestamptz NOT NULL,
+    published_at    timestamptz,
+    CONSTRAINT published_changes_pkey PRIMARY KEY (version, id, entered)
+);
+
+-- One function for the three triggers below: a job published or closed (or a published one inserted or
+-- deleted) moves the total; that, or an edit of a published job, bumps the version and logs the change.
 CREATE OR REPLACE FUNCTION jobs_count_published() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    was_published boolean := TG_OP IN ('UPDATE', 'DELETE') AND OLD.status = 'published';
+    is_published  boolean := TG_OP IN ('INSERT', 'UPDATE') AND NEW.status = 'published';
+    changed       bigint;
+    log_kept      CONSTANT bigint := 10000;
 BEGIN
-    IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.status = 'published' THEN
-        UPDATE job_totals SET total = total - 1, version = version + 1 WHERE status = 'published';
+    IF NOT (was_published OR is_published) THEN
+        RETURN NULL;
     END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.status = 'published' THEN
-        UPDATE job_totals SET total = total + 1, version = version + 1 WHERE status = 'published';
+    UPDATE job_totals SET total = total + is_published::int - was_published::int, version = version + 1
+    WHERE status = 'published' RETURNING version INTO changed;
+    IF was_published THEN
+        INSERT INTO published_changes VALUES (changed, OLD.id, false, OLD.title, OLD.company, OLD.location,
+            OLD.employment_type, OLD.search_doc, OLD.created_at, OLD.published_at);
+    END IF;
+    IF is_published THEN
+        INSERT INTO published_changes VALUES (changed, NEW.id, true, NEW.title, NEW.company, NEW.location,
+            NEW.employment_type, NEW.search_doc, NEW.created_at, NEW.published_at);
+    END IF;
+    IF changed % 1000 = 0 THEN
+        DELETE FROM published_changes WHERE version <= changed - log_kept;
     END IF;
     RETURN NULL;
 END
@@ -317,23 +351,19 @@ CREATE OR REPLACE TRIGGER jobs_count_insert_delete AFTER INSERT OR DELETE ON job
     FOR EACH ROW EXECUTE FUNCTION jobs_count_published();
 CREATE OR REPLACE TRIGGER jobs_count_status_change AFTER UPDATE OF status ON jobs
     FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION jobs_count_published();
-
-CREATE OR REPLACE FUNCTION jobs_published_edited() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE job_totals SET version = version + 1 WHERE status = 'published';
-    RETURN NULL;
-END
-$$;
 CREATE OR REPLACE TRIGGER jobs_published_edit AFTER UPDATE OF title, company, location, description, employment_type
     ON jobs FOR EACH ROW WHEN (OLD.status = 'published' AND NEW.status = 'published'
         AND (OLD.title, OLD.company, OLD.location, OLD.description, OLD.employment_type)
             IS DISTINCT FROM (NEW.title, NEW.company, NEW.location, NEW.description, NEW.employment_type))
-    EXECUTE FUNCTION jobs_published_edited();
+    EXECUTE FUNCTION jobs_count_published();
 
 -- Seeded from the jobs themselves, so that a database older than the counter starts exact. After the
 -- triggers: creating them locks out writers to `jobs` until this transaction commits, so none is missed.
-INSERT INTO job_totals (status, total)
-SELECT 'published', count(*) FROM jobs WHERE status = 'published'
+-- The version continues after the last one logged: versions never go back, so no remembered answer can pass
+-- for a later one, and the log's versions stay unique.
+INSERT INTO job_totals (status, total, version)
+SELECT 'published', count(*), (SELECT coalesce(max(version), 0) + 1 FROM published_changes)
+FROM jobs WHERE status = 'published'
 ON CONFLICT DO NOTHING;
 
 -- ---------------------------------------------------------------------------------------------------

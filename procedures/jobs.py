@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
@@ -19,7 +20,8 @@ from procedures.common import (
     set_clause,
 )
 from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
-from procedures.published_cache import PROBE, PublishedCache
+from procedures.published_cache import PROBE, VERSION_SQL, PublishedCache, changes_since
+from procedures.window import SLACK, Ranked, Window
 from rpc.auth.principal import Principal
 from rpc.core.context import Context
 from rpc.core.envelope import Page, PageParams, Params, Struct
@@ -102,8 +104,21 @@ _FILTERS = {
 }
 _FEED = FeedQuery(name="jobs.changes", columns=_FULL, source="FROM jobs", table="jobs")
 _PUBLISHED_TOTAL = "SELECT total FROM job_totals WHERE status = 'published'"
+# What the public list shows of a job, from `jobs` or from the log of changes (which keeps published states).
+_PUBLIC_SHOWN = "id::text AS id, title, company, location, {status} AS status, created_at"
+
+
+@dataclass(frozen=True, slots=True)
+class _KeptPage:
+    """A page of the public list as remembered: the first pages follow the changes to the published set."""
+
+    version: int
+    window: Window
+    page: Page[JobSummary]
+
+
 # Pages of the public list, per version of the published set: the popular pages cost no statement of their own.
-_public_pages: PublishedCache[Page[JobSummary]] = PublishedCache(size=1024)
+_public_pages: PublishedCache[_KeptPage] = PublishedCache(size=1024)
 _SELECT = f"SELECT {_FULL}, account_id::text AS account_id FROM jobs WHERE id = %(id)s"
 _INSERT = f"""
 INSERT INTO jobs (account_id, created_by, title, company, location, description, employment_type)
@@ -129,31 +144,81 @@ async def list_jobs(ctx: Context, params: ListJobs) -> Page[JobSummary]:
     """
     if params.mine:
         return await _list(ctx, params)
-    return await _public_pages.answer(ctx, params, lambda: _list(ctx, params))
+    kept = await _public_pages.answer(
+        ctx, params, lambda: _public_page(ctx, params), lambda old: _public_followed(ctx, params, old)
+    )
+    return kept.page
 
 
-async def _list(ctx: Context, params: ListJobs) -> Page[JobSummary]:
-    values: dict[str, Any] = {"limit": params.per_page, "offset": params.offset}
-    where = ["account_id = %(account_id)s" if params.mine else "status = 'published'"]
-    if params.mine:
-        values["account_id"] = ctx.principal.account_id
+def _filters(params: ListJobs) -> tuple[list[str], dict[str, Any]]:
+    """The filters' conditions (over columns the change log keeps too) and their values."""
+    where, values = [], {}
     for name, clause in _FILTERS.items():
         value = getattr(params, name)
         if value is not None:
             where.append(clause)
             values[name] = value if name == "employment_type" else like_pattern(value)
-    condition = " AND ".join(where)
-    unfiltered = len(where) == 1 and not params.mine  # the public total is kept, never counted
+    return where, values
+
+
+async def _list(ctx: Context, params: ListJobs) -> Page[JobSummary]:
+    """One account's jobs in every status (`mine=true`)."""
+    where, values = _filters(params)
+    values.update(limit=params.per_page, offset=params.offset, account_id=ctx.principal.account_id)
     rows, total = await page_and_total(
         ctx,
         _SUMMARY,
-        f"FROM jobs WHERE {condition}",
+        f"FROM jobs WHERE {' AND '.join(['account_id = %(account_id)s', *where])}",
         "jobs.created_at DESC, jobs.id DESC",
         values,
-        total=_PUBLISHED_TOTAL if unfiltered else None,
     )
-    jobs = [JobSummary(**row) for row in rows]
-    return Page(data=jobs, total=total, page=params.page, per_page=params.per_page)
+    return Page(data=[JobSummary(**row) for row in rows], total=total, page=params.page, per_page=params.per_page)
+
+
+async def _public_page(ctx: Context, params: ListJobs) -> _KeptPage:
+    """One statement: the version it sees, the page (the first with `SLACK` rows more, to follow changes with)
+    and the exact total — kept by the triggers when nothing filters, else counted."""
+    where, values = _filters(params)
+    condition = " AND ".join(["status = 'published'", *where])
+    first = params.page == 1
+    values.update(limit=params.per_page + (SLACK if first else 0), offset=params.offset)
+    total = f"SELECT count(*) FROM jobs WHERE {condition}" if where else _PUBLISHED_TOTAL
+    result = await ctx.conn.execute(
+        f"""SELECT page.*, {VERSION_SQL}, ({total}) AS _total FROM (SELECT 1) AS one LEFT JOIN LATERAL (
+            SELECT {_PUBLIC_SHOWN.format(status="status")} FROM jobs WHERE {condition}
+            ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s
+        ) AS page ON true""",
+        values,
+    )
+    rows = await result.fetchall()
+    found = [_public_row(row) for row in rows if row["id"] is not None]
+    window = Window.of(found, values["limit"], int(rows[0]["_total"] or 0))
+    return _kept_page(params, int(rows[0]["_version"] or 0), window)
+
+
+async def _public_followed(ctx: Context, params: ListJobs, old: _KeptPage) -> _KeptPage | None:
+    """`old` moved by the changes since its version that match its filters; None when it cannot follow them
+    (a later page, whose rows shift with every change before it, or too many of its rows left)."""
+    where, values = _filters(params)
+    columns = _PUBLIC_SHOWN.format(status="'published'")
+    changes = await changes_since(ctx, old.version, columns, " AND ".join(where) or "true", values)
+    if changes is None or (changes.rows and params.page != 1):
+        return None
+    window = old.window.followed([(row["_entered"], _public_row(row)) for row in changes.rows], params.per_page + SLACK)
+    if not window.holds(params.per_page):
+        return None
+    return _kept_page(params, changes.version, window)
+
+
+def _public_row(row: dict[str, Any]) -> Ranked:
+    job = JobSummary(**{key: value for key, value in row.items() if not key.startswith("_")})
+    return Ranked(key=(job.created_at, job.id), item=job)
+
+
+def _kept_page(params: ListJobs, version: int, window: Window) -> _KeptPage:
+    jobs = [row.item for row in window.rows[: params.per_page]]
+    page = Page(data=jobs, total=window.total, page=params.page, per_page=params.per_page)
+    return _KeptPage(version=version, window=window, page=page)
 
 
 @procedure("jobs.get", scope="read:jobs")

@@ -1,0 +1,84 @@
+"""The first rows of a query's matches, kept in order as jobs enter and leave the published set.
+
+A remembered answer holds a few more rows than its page shows (`SLACK`), so it can still show a full page, and
+know whether another follows, after some of them have left; when it cannot, it says so and is computed again.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+SLACK = 10  # rows beyond the page: how many may leave before the answer has to be computed again
+
+Key = tuple[Any, ...]  # the order of the query, larger first; unique (it ends with the job's id)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One match: its place in the order, and what is shown of it."""
+
+    key: Key
+    item: Any
+
+    @property
+    def id(self) -> str:
+        return str(self.key[-1])
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """`rows`: the matches after `start` (None: from the first), best first; `complete` when no other match
+    follows them. `total` counts every match, wherever it stands."""
+
+    rows: tuple[Ranked, ...]
+    complete: bool
+    total: int
+    start: Key | None = None
+
+    @classmethod
+    def of(cls, rows: Sequence[Ranked], asked: int, total: int, start: Key | None = None) -> Window:
+        """The window from a statement that asked for `asked` rows after `start` and got `rows`."""
+        return cls(rows=tuple(rows), complete=len(rows) < asked, total=total, start=start)
+
+    def left(self, job_id: str) -> Window:
+        """A match left the published set (an edited job leaves, then enters again as it is now)."""
+        rows = tuple(row for row in self.rows if row.id != job_id)
+        return replace(self, rows=rows, total=self.total - 1)
+
+    def entered(self, row: Ranked, limit: int) -> Window:
+        """A match entered the published set: counted, and placed among the rows when it falls within them."""
+        counted = replace(self, total=self.total + 1)
+        if self.start is not None and not row.key < self.start:
+            return counted  # before this window's start: on an earlier page
+        if not self.complete and (not self.rows or row.key < self.rows[-1].key):
+            return counted  # beyond the last row held: unknown ground, as any later match
+        descending = [_Reversed(held.key) for held in self.rows]
+        at = bisect.bisect_left(descending, _Reversed(row.key))
+        rows = (*self.rows[:at], row, *self.rows[at:])
+        if len(rows) > limit:
+            return replace(counted, rows=rows[:limit], complete=False)
+        return replace(counted, rows=rows)
+
+    def followed(self, changes: Iterable[tuple[bool, Ranked]], limit: int) -> Window:
+        """The window after `changes` in order: (true, the state that entered) or (false, the state that left)."""
+        window = self
+        for entered, row in changes:
+            window = window.entered(row, limit) if entered else window.left(row.id)
+        return window
+
+    def holds(self, count: int) -> bool:
+        """Whether the first `count` matches after the start are all here (or every match there is)."""
+        return self.complete or len(self.rows) >= count
+
+
+@dataclass(frozen=True, slots=True)
+class _Reversed:
+    """A key ordered the other way, so that `bisect` can search rows held best first."""
+
+    key: Key
+
+    def __lt__(self, other: _Reversed) -> bool:
+        return other.key < self.key
