@@ -892,6 +892,25 @@ class Report(msgspec.Struct, kw_only=True):
     notes: list[str]
 
 
+def first_asks(url: str, targets: Sequence[str], keys: Sequence[str]) -> dict[str, float]:
+    """Each target asked once, one at a time, with the credentials in turn: how long the first asks took."""
+    times = []
+    started = time.monotonic()
+    with httpx.Client(base_url=url, timeout=120) as client:
+        for number, target in enumerate(targets):
+            asked = time.monotonic()
+            response = client.get(target, headers={"Authorization": f"Bearer {keys[number % len(keys)]}"})
+            if response.status_code != 200:
+                raise BenchError(f"{target}: {response.status_code} {response.text[:200]}")
+            times.append((time.monotonic() - asked) * 1000)
+    return {
+        "count": len(times),
+        "seconds": round(time.monotonic() - started, 2),
+        "p50_ms": round(statistics.median(times), 1),
+        "max_ms": round(max(times), 1),
+    }
+
+
 def median(values: Sequence[float | None]) -> float | None:
     present = [value for value in values if value is not None]
     return statistics.median(present) if present else None
@@ -1033,6 +1052,7 @@ class Read:
     target: str
     requests: RequestFile
     churn_per_second: float = 0.0  # jobs published and closed while the service is measured (bench.churn)
+    distinct: tuple[str, ...] = ()  # a mix's distinct targets: each is asked once before the mix is measured
 
 
 @dataclass
@@ -1181,6 +1201,7 @@ class Tally:
 
 WRITES = "applications.update_status"
 CHANGES = "jobs.changes"
+SEARCH = "jobs.search"
 WEBHOOKS = "webhooks"
 PAYMENTS = "payments.notify"
 
@@ -1219,15 +1240,21 @@ class Bench:
             )
         ]
         rng = random.Random(13)  # noqa: S311 - a reproducible mix, not secrets
-        lists = mixes.zipf_lines(mixes.list_targets(), employers.keys, MIX_LINES, rng)
-        searches = RequestFile.write(
-            work / "search-mix", mixes.zipf_lines(mixes.search_targets(rng), employers.keys, MIX_LINES, rng)
-        )
+        filters, queries = tuple(mixes.list_targets()), tuple(mixes.search_targets(rng))
+        lists = mixes.zipf_lines(filters, employers.keys, MIX_LINES, rng)
+        searches = RequestFile.write(work / "search-mix", mixes.zipf_lines(queries, employers.keys, MIX_LINES, rng))
         self.reads += [
-            Read("jobs.list one filter (Zipf mix)", "/v1/jobs.list", RequestFile.write(work / "list-mix", lists)),
-            Read("jobs.search (Zipf mix)", "/v1/jobs.search", searches),
+            Read(
+                "jobs.list one filter (Zipf mix)",
+                "/v1/jobs.list",
+                RequestFile.write(work / "list-mix", lists),
+                0,
+                filters,
+            ),
+            Read("jobs.search (Zipf mix)", "/v1/jobs.search", searches, 0, queries),
             Read(f"jobs.search (Zipf mix, {CHURN}/s published+closed)", "/v1/jobs.search", searches, CHURN),
         ]
+        self.first_asks: dict[tuple[str, int], dict[str, float]] = {}
         self.writes = Reserve(RequestFile.write(work / "writes", write_lines(self.seeded.writes)))
         self.payments: Reserve | None = None
         if self.seeded.payments:
@@ -1248,9 +1275,11 @@ class Bench:
             return [hooks.row(0)]
         if self.config.only == CHANGES:
             return self.changes_only()
+        if self.config.only == SEARCH:
+            return self.job_reads_only()
         self.targets.start_service()
         self.targets.start_ceiling(self.seeded.employers.keys[0])
-        self.warm_up()
+        self.warm_up(self.config.sizes[0])
         rows = self.first_size(self.config.sizes[0])
         for size in self.config.sizes[1:]:
             rows.extend(self.larger_size(size))
@@ -1285,6 +1314,15 @@ class Bench:
             rows.append(self.changes_row(size))
         return rows
 
+    def job_reads_only(self) -> list[Row]:
+        """`--only jobs.search`: the job reads (the list, its filters, the searches, with churn) at each size."""
+        self.targets.start_service()
+        self.targets.start_ceiling(self.seeded.employers.keys[0])  # it copies a page the service gives
+        rows = []
+        for size in self.config.sizes:
+            rows.extend(self.job_reads(size, grow=size != self.config.sizes[0]))
+        return rows
+
     def changes_row(self, size: int) -> Row:
         """The feed followed by one client: a full pass, then incremental ones after recent writes."""
         self.say(f"  {CHANGES}: a full pass over {size:,} jobs, then {sync.INCREMENTAL_PASSES} incremental ones")
@@ -1308,15 +1346,20 @@ class Bench:
 
     def larger_size(self, size: int) -> list[Row]:
         """Grow the jobs to `size`, restart the service (fresh plans), and measure the job reads again."""
-        self.say(f"growing to {size:,} jobs (COPY, indexes rebuilt after)")
-        asyncio.run(grow_jobs(self.database_url, size, self.seeded.employers.accounts))
+        return [*self.job_reads(size, grow=True), self.changes_row(size)]
+
+    def job_reads(self, size: int, *, grow: bool) -> list[Row]:
+        """The job reads at `size` (grown to it first when `grow`), on a service started afresh."""
+        if grow:
+            self.say(f"growing to {size:,} jobs (COPY, indexes rebuilt after)")
+            asyncio.run(grow_jobs(self.database_url, size, self.seeded.employers.accounts))
         self.targets.start_service()
-        self.warm_up()
+        self.warm_up(size)
         reads, tally = [read for read in self.reads if read.name.startswith("jobs.")], Tally()
         for number in range(1, self.config.rounds + 1):
             self.say(f"round {number}/{self.config.rounds} at {size:,} jobs")
             self.read_round(reads, tally)
-        return [*self.read_rows(size, reads, tally), self.changes_row(size)]
+        return self.read_rows(size, reads, tally)
 
     def measure(self, child: Child, url: str, requests: RequestFile, first: int = 0) -> tuple[Run, WrkSummary]:
         """One wrk run, with the CPU the measured process, the database and wrk spent over it."""
@@ -1327,13 +1370,22 @@ class Bench:
             raise BenchError(f"{child.name} died during the run:\n{child.tail()}")
         return Run.of(summary, Usage.between(before, after)), summary
 
-    def warm_up(self) -> None:
-        """Connections, pools and prepared statements made before anything counts."""
+    def warm_up(self, size: int) -> None:
+        """Connections, pools and prepared statements made before anything counts; then each distinct query of
+        the mixes asked once, timed: the mixes measure a board whose popular queries recur, and these first
+        asks (each counting every match) are reported beside them."""
         read = self.reads[0]
         for child, base in ((self.targets.ceiling, self.targets.ceiling_url), (self.targets.service, self.targets.url)):
             self.wrk.run(base + read.target, read.requests, self.config.warmup)
             if not child.alive():
                 raise BenchError(f"{child.name} died while warming up:\n{child.tail()}")
+        for mix in (read for read in self.reads if read.distinct):
+            asked = first_asks(self.targets.url, mix.distinct, self.seeded.employers.keys)
+            self.first_asks[mix.name, size] = asked
+            self.say(
+                f"  {mix.name}: {len(mix.distinct)} distinct queries asked once in {asked['seconds']:.1f} s "
+                f"(median {asked['p50_ms']:.0f} ms, slowest {asked['max_ms']:.0f} ms)"
+            )
 
     def read_round(self, reads: Sequence[Read], tally: Tally) -> None:
         """Each read: the ceiling, then the service, back to back with the same requests."""
@@ -1370,10 +1422,15 @@ class Bench:
     # --- rows -----------------------------------------------------------------------------------------------
 
     def read_rows(self, size: int, reads: Sequence[Read], tally: Tally) -> list[Row]:
-        return [
-            summarize(read.name, size, "requests/s", tally.service[read.name], tally.ceiling[read.name], self.cores)
-            for read in reads
-        ]
+        rows = []
+        for read in reads:
+            row = summarize(
+                read.name, size, "requests/s", tally.service[read.name], tally.ceiling[read.name], self.cores
+            )
+            if (read.name, size) in self.first_asks:
+                row.details["first_asks"] = self.first_asks[read.name, size]
+            rows.append(row)
+        return rows
 
     def write_row(self, size: int, runs: list[Run]) -> Row:
         row = summarize(WRITES, size, "writes/s", runs, cores=self.cores)
@@ -1633,7 +1690,7 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None]:
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE")
     parser.add_argument("--seconds", type=int, help="seconds per wrk run (default 10, quick 2)")
     parser.add_argument("--rounds", type=int, help="rounds of every scenario (default 3, quick 1)")
-    parser.add_argument("--only", choices=[CHANGES, WEBHOOKS], help="measure only this scenario")
+    parser.add_argument("--only", choices=[CHANGES, SEARCH, WEBHOOKS], help="measure only this scenario")
     parser.add_argument("--logs", type=Path, metavar="DIR", help="keep the output of every process started in DIR")
     parser.add_argument("--concurrency", type=int, help=f"bin/worker --concurrency (default {WORKER_CONCURRENCY})")
     args = parser.parse_args(argv)

@@ -84,13 +84,13 @@ async def changes_since(
 
 class PublishedCache(Generic[A]):
     """The latest `size` answers, least recently used dropped first (an attacker's distinct queries can push
-    out entries, never grow the memory), and one computation per key at a time: concurrent first asks of a
-    popular query wait for one statement instead of running it 32 times."""
+    out entries, never grow the memory), and one refresh per key at a time: concurrent asks of a popular query
+    at a new version wait for one statement instead of running it 32 times."""
 
     def __init__(self, size: int) -> None:
         self._size = size
         self._entries: OrderedDict[Hashable, A] = OrderedDict()
-        self._computing: dict[Hashable, asyncio.Future[A | None]] = {}
+        self._running: dict[Hashable, asyncio.Future[A | None]] = {}
 
     async def answer(
         self,
@@ -108,27 +108,32 @@ class PublishedCache(Generic[A]):
         if entry is not None and entry.version >= version:
             self._entries.move_to_end(key)
             return entry
-        if entry is not None and (followed := await follow(entry)) is not None:
-            self._keep(key, followed)
-            return followed
-        return await self._computed(key, version, compute)
-
-    async def _computed(self, key: Hashable, version: int, compute: Callable[[], Awaitable[A]]) -> A:
-        """Wait for the computation already running for `key` when it shows `version` or later, else run one."""
-        running = self._computing.get(key)
-        if running is not None:
-            shared = await asyncio.shield(running)  # None: it failed, and this call computes for itself
+        running = self._running.get(key)
+        if running is not None:  # another call is bringing this answer up to date: share its work
+            shared = await asyncio.shield(running)  # None: it failed, and this call does the work itself
             if shared is not None and shared.version >= version:
                 return shared
+        return await self._refreshed(key, entry, compute, follow)
+
+    async def _refreshed(
+        self,
+        key: Hashable,
+        entry: A | None,
+        compute: Callable[[], Awaitable[A]],
+        follow: Callable[[A], Awaitable[A | None]],
+    ) -> A:
+        """`entry` followed to now, or the answer computed, while later calls for `key` wait for it."""
         future: asyncio.Future[A | None] = asyncio.get_running_loop().create_future()
-        self._computing[key] = future
+        self._running[key] = future
         value = None
         try:
-            value = await compute()
+            value = await follow(entry) if entry is not None else None
+            if value is None:
+                value = await compute()
         finally:
             future.set_result(value)
-            if self._computing.get(key) is future:
-                del self._computing[key]
+            if self._running.get(key) is future:
+                del self._running[key]
         self._keep(key, value)
         return value
 
