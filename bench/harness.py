@@ -60,7 +60,7 @@ from rpc.app import prepare_database
 from rpc.core.types import Connection
 from rpc.core.vocabulary import Vocabulary
 from rpc.ops import admin as ops
-from rpc.ops.cli import WORKER_CONCURRENCY
+from rpc.ops.cli import SERVERS, WORKER_CONCURRENCY
 from rpc.outbox.emit import build_emitter
 from rpc.outbox.endpoints import Webhooks
 from rpc.outbox.queue import DELIVER_TASK, DELIVERY_QUEUE
@@ -153,6 +153,7 @@ class Config:
     paced_seconds: int  # how long they are emitted at that rate
     payments: int
     only: str | None = None  # one scenario alone (`--only`): the feed at every size, or webhook delivery
+    server: str = "uvicorn"  # bin/serve --server: the HTTP server under the service (the ceiling stays uvicorn)
 
     @property
     def only_webhooks(self) -> bool:
@@ -1129,8 +1130,10 @@ def payment_lines(
 class Targets:
     """The processes measured: `bin/serve --no-worker`, the ceiling, and `bin/worker`s; all stopped at the end."""
 
-    def __init__(self, stack: contextlib.ExitStack, work: Path, env: dict[str, str], say: Progress) -> None:
-        self.work, self.env, self.say = work, env, say
+    def __init__(
+        self, stack: contextlib.ExitStack, work: Path, env: dict[str, str], server: str, say: Progress
+    ) -> None:
+        self.work, self.env, self.server, self.say = work, env, server, say
         self.port = int(env["PUBLIC_URL"].rsplit(":", 1)[1])
         self.ceiling_port = free_port()
         self.children: list[Child] = []
@@ -1168,9 +1171,10 @@ class Targets:
         """`bin/serve --no-worker` on the bench's port (stopped first when running)."""
         if self._service is not None:
             self._service.stop()
-        self._service = self.start("serve", [*script("serve"), "--no-worker", "--host", HOST, "--port", str(self.port)])
+        argv = [*script("serve"), "--no-worker", "--server", self.server, "--host", HOST, "--port", str(self.port)]
+        self._service = self.start("serve", argv)
         wait_ready(self._service, f"{self.url}/healthz")
-        self.say(f"bin/serve --no-worker is up on {self.url}")
+        self.say(f"bin/serve --no-worker --server {self.server} is up on {self.url}")
 
     def start_ceiling(self, key: str) -> None:
         """The ceiling app, answering the bytes of the service's own first `jobs.list` page."""
@@ -1693,6 +1697,9 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None]:
     parser.add_argument("--only", choices=[CHANGES, SEARCH, WEBHOOKS], help="measure only this scenario")
     parser.add_argument("--logs", type=Path, metavar="DIR", help="keep the output of every process started in DIR")
     parser.add_argument("--concurrency", type=int, help=f"bin/worker --concurrency (default {WORKER_CONCURRENCY})")
+    parser.add_argument(
+        "--server", choices=SERVERS, default="uvicorn", help="bin/serve --server (the ceiling: uvicorn)"
+    )
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
     if args.concurrency is not None:
@@ -1703,7 +1710,7 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None]:
         config = dataclasses.replace(config, rounds=max(1, args.rounds))
     if args.only is not None:
         config = dataclasses.replace(config, only=args.only)
-    return config, args.json, args.logs
+    return dataclasses.replace(config, server=args.server), args.json, args.logs
 
 
 def keep_logs(work: Path, logs: Path) -> None:
@@ -1725,7 +1732,7 @@ def benchmark(config: Config, say: Progress, logs: Path | None) -> Report:
         receiver = stack.enter_context(Receiver())
         env = service_env(url, free_port(), work)
         seeded = asyncio.run(seed(url, Settings.from_env(env), config, receiver.url, say))
-        bench = Bench(config, stack, Targets(stack, work, env, say), seeded, receiver, wrk, say)
+        bench = Bench(config, stack, Targets(stack, work, env, config.server, say), seeded, receiver, wrk, say)
         about = machine(bench.wrk.version() or wrk, url, config)
         rows = bench.run()
         notes = [*explanations(config), *bench.notes]

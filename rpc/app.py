@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from procedures import assembly
 from rpc.auth import routes as identity
@@ -160,6 +161,24 @@ def app_from_env() -> Front:
 def app_from_env_without_delivery() -> Front:
     """The uvicorn factory of `bin/serve --workers N --no-worker`."""
     return create_app(Settings.from_env(), deliver=False)
+
+
+def proxied_app_from_env() -> ASGIApp:
+    """The granian factory of `bin/serve --server granian`."""
+    return _behind_proxies(Settings.from_env(), deliver=True)
+
+
+def proxied_app_from_env_without_delivery() -> ASGIApp:
+    """The granian factory of `bin/serve --server granian --no-worker`."""
+    return _behind_proxies(Settings.from_env(), deliver=False)
+
+
+def _behind_proxies(settings: Settings, *, deliver: bool) -> ASGIApp:
+    """granian has no proxy-header handling of its own: uvicorn's takes the client address from
+    X-Forwarded-For only when the peer is in FORWARDED_ALLOW_IPS, exactly as under uvicorn."""
+    front = create_app(settings, deliver=deliver)
+    # uvicorn types ASGI apps with its own TypedDicts; Starlette's are the same protocol, typed loosely.
+    return ProxyHeadersMiddleware(front, trusted_hosts=settings.forwarded_allow_ips)  # type: ignore[arg-type,return-value]
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -17,6 +17,7 @@ import psutil
 import psycopg
 import pytest
 
+from rpc.ops.cli import SERVERS
 from tests.conftest import Databases
 from tests.support import TEST_SECRET_KEY, bearer, free_port
 
@@ -154,14 +155,14 @@ def postmasters_of(data_dir: Path) -> list[int]:
     return found
 
 
-@pytest.fixture
-def bare_machine_serve(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], float]]:
-    """`bin/serve` with no DATABASE_URL: the embedded PostgreSQL under DATA_DIR."""
+@pytest.fixture(params=SERVERS)
+def bare_machine_serve(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict[str, str], float]]:
+    """`bin/serve` with no DATABASE_URL: the embedded PostgreSQL under DATA_DIR, under each HTTP server."""
     env = environment(DATA_DIR=str(tmp_path / "data"))
     port = free_port()
     started = time.monotonic()
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "bin" / "serve"), "--port", str(port)],
+        [sys.executable, str(ROOT / "bin" / "serve"), "--port", str(port), "--server", request.param],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

@@ -28,6 +28,7 @@ from rpc.outbox.endpoints import Webhooks
 from rpc.services import deliver_only
 from rpc.settings import Settings, SettingsError
 
+SERVERS = ("uvicorn", "granian")
 WORKER_CONCURRENCY = 32  # bin/worker's attempts in flight; it claims jobs in batches of at least half as many
 
 
@@ -96,6 +97,9 @@ def serve(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=1, help="server processes")
     parser.add_argument("--no-worker", action="store_true", help="do not run webhook delivery in-process")
     parser.add_argument("--access-log", action="store_true", help="log every request (off: /metrics counts them)")
+    parser.add_argument(
+        "--server", choices=SERVERS, default="uvicorn", help="the HTTP server (docs/benchmarks.md compares them)"
+    )
     args = parser.parse_args(argv)
     _logging(logging.INFO)
     settings = _settings()
@@ -118,12 +122,35 @@ def serve(argv: list[str] | None = None) -> None:
             "server_header": False,
             "access_log": args.access_log,
         }
-        if args.workers > 1:
+        if args.server == "granian":
+            os.environ["DATABASE_URL"] = url  # its processes build their settings from the environment
+            _serve_granian(args.host, args.port, args.workers, deliver=not args.no_worker, access_log=args.access_log)
+        elif args.workers > 1:
             os.environ["DATABASE_URL"] = url  # the worker processes build their settings from the environment
             factory = "rpc.app:app_from_env_without_delivery" if args.no_worker else "rpc.app:app_from_env"
             uvicorn.run(factory, factory=True, workers=args.workers, **common)
         else:
             uvicorn.run(create_app(settings, url, deliver=not args.no_worker), **common)
+
+
+def _serve_granian(host: str, port: int, workers: int, *, deliver: bool, access_log: bool) -> None:
+    """The same app under granian (Rust HTTP, uvloop), behind uvicorn's proxy-header handling (rpc.app)."""
+    from granian import Granian
+    from granian.constants import Interfaces, Loops
+
+    factory = "rpc.app:proxied_app_from_env" if deliver else "rpc.app:proxied_app_from_env_without_delivery"
+    server = Granian(
+        factory,
+        address=host,
+        port=port,
+        interface=Interfaces.ASGI,
+        workers=workers,
+        loop=Loops.uvloop,
+        websockets=False,
+        factory=True,
+        log_access=access_log,
+    )
+    server.serve()
 
 
 def _where_to_go(settings: Settings, url: str, listening: str) -> dict[str, Any]:
