@@ -216,8 +216,16 @@ def test_audit_list_shows_the_accounts_entries_newest_first(
     assert {e["actor_id"] for e in everyone} >= {boss.user_id}
 
 
+def next_ids_cross_a_power_of_ten(admin: Admin) -> None:
+    """Move the entries' ids to just below a power of ten, so that the next few differ in length: as text, 10
+    sorts before 9, and a page ordered by the text would come out shuffled."""
+    newest = admin.sql("SELECT coalesce(max(id), 0) AS id FROM audit_entries")[0]["id"]
+    admin.sql("SELECT setval('audit_entries_id_seq', %(v)s)", {"v": 10 ** len(str(newest + 3)) - 3})
+
+
 def test_audit_list_filters_and_pages(call: Call, admin: Admin) -> None:
     boss = admin.user("employer")
+    next_ids_cross_a_power_of_ten(admin)
     keys = [admin.api_key(boss)["id"] for _ in range(5)]
     assert [e["target_id"] for e in _audit(call, boss, action="api_key.created", per_page=100)["data"]] == keys[::-1]
     seen, cursor = [], None

@@ -57,6 +57,7 @@ class Filters:
         return hashlib.sha256(msgspec.json.encode(query)).hexdigest()[:16]
 
 
+# `audit_entries.id`, not `id`: ORDER BY would take the text column of that name (10 before 9).
 _PAGE = f"""
 SELECT {COLUMNS} FROM audit_entries
 WHERE (%(account_id)s::uuid IS NULL OR account_id = %(account_id)s::uuid)
@@ -64,7 +65,7 @@ WHERE (%(account_id)s::uuid IS NULL OR account_id = %(account_id)s::uuid)
   AND (%(actor_id)s::text IS NULL OR actor_id = %(actor_id)s)
   AND (%(since)s::timestamptz IS NULL OR at >= %(since)s)
   AND (%(after)s::bigint IS NULL OR id < %(after)s)
-ORDER BY id DESC LIMIT %(limit)s
+ORDER BY audit_entries.id DESC LIMIT %(limit)s
 """
 
 
