@@ -313,7 +313,8 @@ HEADER_ITEMS = """
 def test_the_header_links_the_api_reference_and_stays_one_row_on_a_phone(page: Page, ada: User) -> None:
     page.set_viewport_size({"width": 375, "height": 740})
     sign_in(page, ada)
-    for path in ("/panel", "/panel/api-keys", "/panel/webhooks", "/panel/oauth-apps", "/panel/billing"):
+    pages = ("/panel", "/panel/api-keys", "/panel/webhooks", "/panel/oauth-apps", "/panel/audit-log", "/panel/billing")
+    for path in pages:
         page.goto(path)
         items = page.evaluate(HEADER_ITEMS)
         texts = [item["text"] for item in items]
