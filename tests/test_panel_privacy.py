@@ -1,5 +1,6 @@
 """The panel's share of CONTRACT.md §20 through the live server: Settings > Audit log (the account's entries
-newest first, filters, "Older" pages, the roles of `audit.list`, one account only)."""
+newest first, filters, "Older" pages, the roles of `audit.list`, one account only) and the profile page's
+"Download my data" (`profile.export`'s document as a file, audited, behind CSRF)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import datetime as dt
 import html
 import re
 import urllib.parse
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,8 +18,8 @@ import pytest
 from rpc.audit import log as audit_log
 from rpc.panel import audit_log as audit_page
 from tests.browser import Browser
-from tests.support import Admin, LiveServer, User
-from tests.test_panel import open_page, signed_in, text
+from tests.support import Admin, LiveServer, User, ok
+from tests.test_panel import open_page, signed_in, submit, text
 from tests.test_privacy import next_ids_cross_a_power_of_ten
 
 Call = Callable[..., httpx.Response]
@@ -151,3 +153,66 @@ def test_a_platform_admin_sees_only_their_own_account_here(browser_of: Any, admi
     page = log_of(browser_of(operator), action="api_key.created")
     assert [row[3] for row in rows(page)] == [own]
     assert foreign not in page.text
+
+
+# --- Download my data -------------------------------------------------------------------------------------------
+
+
+def _applied(call: Call, admin: Admin, person: User) -> str:
+    boss = admin.user("employer")
+    job = ok(call("jobs.create", boss, title=f"job-{uuid.uuid4().hex[:8]}", company="Acme", location="Izmir"))
+    ok(call("jobs.publish", boss, id=job["id"]))
+    letter = f"letter-{uuid.uuid4().hex}"
+    ok(call("applications.create", person, job_id=job["id"], cover_letter=letter))
+    return letter
+
+
+def _exports(admin: Admin, person: User) -> list[dict[str, Any]]:
+    return admin.sql(
+        "SELECT actor_kind, actor_id, client_address FROM audit_entries"
+        " WHERE action = 'profile.exported' AND target_id = %(u)s",
+        {"u": person.user_id},
+    )
+
+
+def test_download_my_data_is_the_exports_document_as_a_file(browser_of: Any, admin: Admin, call: Call) -> None:
+    person = admin.user("candidate")
+    letter = _applied(call, admin, person)
+    browser = browser_of(person)
+    answer = submit(browser, open_page(browser, "/panel/profile"), "/panel/profile/export")
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/json")
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    assert answer.headers["Content-Disposition"] == f'attachment; filename="hire-export-{today}.json"'
+    assert answer.headers["Cache-Control"] == "no-store"
+    downloaded = answer.json()
+    assert _exports(admin, person) == [
+        {"actor_kind": "user", "actor_id": person.user_id, "client_address": "127.0.0.1"}
+    ], "recorded once, as the person, from their browser"
+    entry = downloaded["audit"][0]
+    assert (entry["action"], entry["actor_id"], entry["target_id"]) == ("profile.exported", *[person.user_id] * 2)
+    from_api = ok(call("profile.export", person))
+    assert set(downloaded) == set(from_api)
+    for section in ("profile", "applications", "api_keys", "oauth_grants"):
+        assert downloaded[section] == from_api[section], section
+    assert downloaded["applications"][0]["cover_letter"] == letter
+    assert [s["kind"] for s in downloaded["sessions"]] == ["web"], "this browser's own session"
+    assert from_api["audit"][1:] == downloaded["audit"], "the API's export adds its own entry, and nothing else"
+    assert admin.run(audit_log.verify)["ok"] is True
+
+
+def test_download_needs_the_csrf_token_and_records_nothing_without_it(browser_of: Any, admin: Admin) -> None:
+    person = admin.user("employer")
+    browser = browser_of(person)
+    page = open_page(browser, "/panel/profile")
+    answer = submit(browser, page, "/panel/profile/export", drop=["csrf_token"])
+    assert answer.status_code == 403 and "expired" in text(answer)
+    assert "json" not in answer.headers["content-type"]
+    anonymous = Browser(str(browser.http.base_url))
+    try:
+        assert anonymous.http.post("/panel/profile/export", data={"csrf_token": "x"}).status_code == 303, (
+            "to the sign-in page"
+        )
+    finally:
+        anonymous.close()
+    assert _exports(admin, person) == []
+    assert submit(browser, page, "/panel/profile/export").json()["profile"]["email"] == person.email

@@ -58,6 +58,7 @@ routes = [
     Route("/panel/profile", profile.save_profile, methods=POST),
     Route("/panel/profile/password", profile.change_password, methods=POST),
     Route("/panel/profile/sign-out-everywhere", profile.sign_out_everywhere, methods=POST),
+    Route("/panel/profile/export", profile.download_data, methods=POST),
     Route("/panel/static/{name}", static, methods=GET),
 ]
 # After the business's pages (assembled in rpc/app.py): any other address under /panel.
