@@ -10,7 +10,6 @@ import msgspec
 
 from procedures.common import NO_NUL, Moment, moment
 from rpc.audit import entries
-from rpc.audit import log as audit_log
 from rpc.core.context import Context
 from rpc.core.envelope import Empty, FieldError, Params, Struct
 from rpc.core.errors import Conflict, InvalidParams, NotFound
@@ -30,8 +29,8 @@ async def export_profile(ctx: Context, params: Empty) -> Export:
             ctx.conn,
             ctx.principal.user_id,
             account_id=ctx.principal.account_id,
-            actor=audit_log.Actor.of(ctx.principal),
-            origin=audit_log.Origin(ctx.client_address, ctx.user_agent),
+            actor=ctx.actor,
+            origin=ctx.origin,
         )
 
 
@@ -60,8 +59,8 @@ async def delete(ctx: Context, params: DeleteProfile) -> Deleted:
             ctx.conn,
             ctx.emitter,
             profile.id,
-            actor=audit_log.Actor.of(ctx.principal),
-            origin=audit_log.Origin(ctx.client_address, ctx.user_agent),
+            actor=ctx.actor,
+            origin=ctx.origin,
         )
     except LastMemberPaying as exc:
         raise Conflict(
