@@ -2,34 +2,18 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Annotated
 
 import msgspec
 
 from procedures.common import NO_NUL, PlainText, changes, set_clause
 from rpc.core.context import Context
-from rpc.core.envelope import Empty, Params, Struct
+from rpc.core.envelope import Empty, Params
 from rpc.core.errors import NotFound
 from rpc.core.registry import procedure
-from rpc.core.types import Role
+from rpc.privacy.profile import COLUMNS, Profile, read_profile
 
 Bio = Annotated[str, msgspec.Meta(max_length=5_000, pattern=NO_NUL)]
-
-
-class Profile(Struct, frozen=True, kw_only=True):
-    """A user as they see themselves."""
-
-    id: str
-    email: str | None
-    display_name: str | None
-    role: Role
-    account_id: str
-    headline: str | None
-    location: str | None
-    bio: str | None
-    created_at: dt.datetime
-    updated_at: dt.datetime
 
 
 class UpdateProfile(Params, frozen=True, kw_only=True):
@@ -40,19 +24,12 @@ class UpdateProfile(Params, frozen=True, kw_only=True):
 
 
 _EDITABLE = ("display_name", "headline", "location", "bio")
-_COLUMNS = """id::text AS id, email, display_name, role, account_id::text AS account_id,
-              headline, location, bio, created_at, updated_at"""
-_SELECT = f"SELECT {_COLUMNS} FROM users WHERE id = %(id)s"
 
 
 @procedure("profile.me", scope="read:profile")
 async def me(ctx: Context, params: Empty) -> Profile:
     """Your profile."""
-    cursor = await ctx.conn.execute(_SELECT, {"id": ctx.principal.user_id})
-    row = await cursor.fetchone()
-    if row is None:
-        raise NotFound("Your user no longer exists.")
-    return Profile(**row)
+    return await read_profile(ctx.conn, ctx.principal.user_id)
 
 
 @procedure("profile.update", scope="write:profile", write=True)
@@ -62,7 +39,7 @@ async def update(ctx: Context, params: UpdateProfile) -> Profile:
     if not changed:
         return await me(ctx, Empty())
     cursor = await ctx.conn.execute(
-        f"UPDATE users SET {set_clause(changed)} WHERE id = %(id)s RETURNING {_COLUMNS}",
+        f"UPDATE users SET {set_clause(changed)} WHERE id = %(id)s RETURNING {COLUMNS}",
         {**changed, "id": ctx.principal.user_id},
     )
     row = await cursor.fetchone()

@@ -82,6 +82,7 @@ def test_admin_commands_print_one_json_object(db_env: dict[str, str]) -> None:
         (["mint-token", "--email", "nobody@example.test"], "no user"),
         (["set-plan", "--email", "nobody@example.test", "--plan", "pro"], "no user"),
         (["revoke-api-key", "--id", "not-an-id"], "not an id"),
+        (["delete-user", "--email", "nobody@example.test"], "no user with e-mail nobody@example.test"),
         (
             [
                 "create-user",
@@ -137,6 +138,80 @@ def test_signing_keys_rotate_and_retire_in_order(databases: Databases) -> None:
     with psycopg.connect(env["DATABASE_URL"]) as conn:
         unretired = conn.execute("SELECT kid FROM signing_keys WHERE retired_at IS NULL").fetchall()
     assert unretired == [(new_kid,)]
+
+
+def _audit_entries(url: str) -> list[tuple[int, str, str | None]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT id, action, target_id FROM audit_entries ORDER BY id").fetchall()
+
+
+def test_verify_audit_prints_the_verdict_and_fails_on_a_changed_entry(databases: Databases) -> None:
+    env = environment(DATABASE_URL=databases.copy())
+    ok("admin", "create-user", "--email", "a@example.test", "--password", "pw", "--role", "employer", env=env)
+    ok("admin", "set-plan", "--email", "a@example.test", "--plan", "pro", env=env)
+    key = ok("admin", "create-api-key", "--email", "a@example.test", "--name", "k", "--scopes", "read:jobs", env=env)
+    entries = _audit_entries(env["DATABASE_URL"])
+    assert ok("admin", "verify-audit", env=env) == {"entries": len(entries), "ok": True}
+    victim = next(entry_id for entry_id, action, target in entries if target == key["id"])
+    with psycopg.connect(env["DATABASE_URL"]) as conn:  # as a superuser could: the append-only trigger off
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE audit_entries SET client_address = '203.0.113.9' WHERE id = %s", (victim,))
+    done = run("admin", "verify-audit", env=env)
+    assert done.returncode != 0
+    verdict = json.loads(done.stdout)
+    assert verdict == {
+        "entries": [entry[0] for entry in entries].index(victim),
+        "ok": False,
+        "entry": {"id": str(victim), "action": "api_key.created", "reason": verdict["entry"]["reason"]},
+    }
+    assert "do not match its hash" in verdict["entry"]["reason"]
+    assert f"entry {victim}" in done.stderr
+
+
+def test_delete_user_erases_the_person(db_env: dict[str, str]) -> None:
+    made = ok("admin", "create-user", "--email", "Gone@Example.test", "--password", "pw", "--role", "candidate",
+              env=db_env)  # fmt: skip
+    assert ok("admin", "delete-user", "--email", "gone@example.test", env=db_env) == {
+        "user_id": made["user_id"],
+        "deleted": True,
+    }
+    with psycopg.connect(db_env["DATABASE_URL"]) as conn:
+        row = conn.execute(
+            "SELECT email, password_hash, deleted_at IS NOT NULL FROM users WHERE id = %s", (made["user_id"],)
+        ).fetchone()
+        entry = conn.execute(
+            "SELECT actor_kind, actor_id FROM audit_entries WHERE action = 'user.deleted' AND target_id = %s",
+            (made["user_id"],),
+        ).fetchall()
+    assert row == (None, None, True)
+    assert entry == [("operator", None)]
+    again = run("admin", "delete-user", "--email", "gone@example.test", env=db_env)
+    assert again.returncode != 0 and again.stdout == "" and "no user with e-mail" in again.stderr
+    back = ok("admin", "create-user", "--email", "gone@example.test", "--password", "pw", "--role", "candidate",
+              env=db_env)  # fmt: skip
+    assert back["user_id"] != made["user_id"], "the e-mail may come back as a new person"
+
+
+def test_delete_user_refuses_the_last_member_of_a_paying_account(db_env: dict[str, str]) -> None:
+    made = ok("admin", "create-user", "--email", "payer@example.test", "--password", "pw", "--role", "employer",
+              "--account-name", "Paying", env=db_env)  # fmt: skip
+    url = db_env["DATABASE_URL"]
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            "INSERT INTO subscriptions (account_id, plan, status, current_period_start, current_period_end)"
+            " VALUES (%s, 'pro', 'active', now(), now() + interval '30 days')",
+            (made["account_id"],),
+        )
+    before = _audit_entries(url)
+    with psycopg.connect(url) as conn:
+        person = conn.execute("SELECT * FROM users WHERE id = %s", (made["user_id"],)).fetchone()
+    done = run("admin", "delete-user", "--email", "payer@example.test", env=db_env)
+    assert done.returncode != 0 and done.stdout == ""
+    assert "last member of an account with an active subscription" in done.stderr
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT * FROM users WHERE id = %s", (made["user_id"],)).fetchone() == person
+        assert conn.execute("SELECT name FROM accounts WHERE id = %s", (made["account_id"],)).fetchone() == ("Paying",)
+    assert _audit_entries(url) == before, "nothing recorded either"
 
 
 def test_serve_refuses_several_workers_with_memory_counters(db_env: dict[str, str]) -> None:

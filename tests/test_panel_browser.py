@@ -10,6 +10,7 @@ under tests/artifacts/ (git-ignored).
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Callable, Iterator
@@ -266,6 +267,26 @@ def test_register_an_oauth_app(page: Page, ada: User) -> None:
     expect(page.get_by_text("You have not authorized any application")).to_be_visible()
 
 
+def test_download_my_data_then_find_it_in_the_audit_log(page: Page, ada: User) -> None:
+    sign_in(page, ada)
+    page.get_by_role("link", name="Profile").click()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download my data").click()
+    assert re.fullmatch(r"hire-export-\d{4}-\d\d-\d\d\.json", download.value.suggested_filename)
+    document = json.loads(Path(download.value.path()).read_text())
+    assert document["profile"]["email"] == ada.email and document["audit"][0]["action"] == "profile.exported"
+    page.get_by_role("link", name="Audit log").click()
+    expect(page).to_have_url(re.compile(r"/panel/audit-log$"))
+    newest = page.locator("table.log tbody tr").first
+    expect(newest).to_contain_text("profile.exported")
+    expect(newest).to_contain_text(ada.email)
+    page.get_by_label("Action").select_option("signin.succeeded")
+    page.get_by_role("button", name="Filter").click()
+    expect(page).to_have_url(re.compile(r"/panel/audit-log\?action=signin\.succeeded&actor_id=&since=$"))
+    assert set(page.locator("table.log tbody tr td:nth-child(3)").all_inner_texts()) == {"signin.succeeded"}
+    screenshot(page, "panel-audit-log")
+
+
 def test_the_keyboard_alone_is_enough(page: Page, ada: User) -> None:
     """Sign in and create a key without the mouse: every control is reachable with Tab and works with Enter
     or Space, in a sensible order."""
@@ -313,7 +334,8 @@ HEADER_ITEMS = """
 def test_the_header_links_the_api_reference_and_stays_one_row_on_a_phone(page: Page, ada: User) -> None:
     page.set_viewport_size({"width": 375, "height": 740})
     sign_in(page, ada)
-    for path in ("/panel", "/panel/api-keys", "/panel/webhooks", "/panel/oauth-apps", "/panel/billing"):
+    pages = ("/panel", "/panel/api-keys", "/panel/webhooks", "/panel/oauth-apps", "/panel/audit-log", "/panel/billing")
+    for path in pages:
         page.goto(path)
         items = page.evaluate(HEADER_ITEMS)
         texts = [item["text"] for item in items]

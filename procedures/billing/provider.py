@@ -30,6 +30,7 @@ import msgspec
 
 from procedures.billing.settlement import settle
 from procedures.billing.shapes import Checkout, Notice, Order
+from rpc.audit import log as audit_log
 from rpc.core.errors import Unavailable
 from rpc.core.types import Connection
 from rpc.outbox.emit import Emitter
@@ -42,6 +43,7 @@ PAYMENT_PAGE = "https://www.paytr.com/odeme/guvenli/"
 SIGNED = ("merchant_oid", "status", "total_amount", "hash")
 MAX_INFO_CHARS = 500  # of the unsigned, informational failure reason and code
 CURRENCIES = {"TRY": "TL"}  # PayTR's name for the Turkish lira
+ACTOR = audit_log.automated("paytr")  # who changes a plan when a notification settles its payment
 _DIGITS = re.compile(r"[0-9]{1,12}")
 _ORDER_ID = re.compile(r"[A-Za-z0-9]{1,64}")  # payments_merchant_oid_check
 
@@ -175,7 +177,7 @@ class PayTR:
             failed_reason=_info(fields.get("failed_reason_msg")),
             failed_reason_code=_info(fields.get("failed_reason_code")),
         )
-        outcome = await settle(conn, emitter, notice)
+        outcome = await settle(conn, emitter, notice, actor=ACTOR)
         return Verdict(200, "OK", outcome)
 
 

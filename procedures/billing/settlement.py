@@ -2,7 +2,8 @@
 
 Locks are always taken in one order — payment, then account, then subscriptions — so concurrent
 notifications, cancellations and the expiry never deadlock; a notification repeated (even 50 times at once)
-waits on the payment's row lock and then finds it settled.
+waits on the payment's row lock and then finds it settled. Every change of an account's plan goes through
+`change_plan`, which records `plan.changed` in the audit log in the same transaction.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from procedures.billing.shapes import (
     PaymentStatus,
     SubscriptionEvent,
 )
+from rpc.audit import log as audit_log
 from rpc.core.types import Connection
 from rpc.outbox.emit import Emitter
 from rpc.outbox.periodic import Periodic
@@ -32,10 +34,17 @@ log = logging.getLogger(__name__)
 # 30 days of 24 hours, whatever the session's time zone (an interval of '30 days' follows DST there).
 PERIOD = "interval '720 hours'"
 EXPIRY_BATCH = 100
+EXPIRY_ACTOR = audit_log.automated("subscription-expiry")
 
 _LOCK_ACCOUNT = "SELECT id FROM accounts WHERE id = %(account_id)s FOR UPDATE"
-_SET_PLAN = "UPDATE accounts SET plan = %(plan)s WHERE id = %(account_id)s"
-_SET_PLANS = "UPDATE accounts SET plan = %(plan)s WHERE id = ANY(%(account_ids)s)"
+# Each returns the accounts whose plan changed: only those get a `plan.changed` entry.
+_SET_PLAN = """
+UPDATE accounts SET plan = %(plan)s WHERE id = %(account_id)s AND plan IS DISTINCT FROM %(plan)s RETURNING id
+"""
+_SET_PLANS = """
+UPDATE accounts SET plan = %(plan)s WHERE id = ANY(%(account_ids)s) AND plan IS DISTINCT FROM %(plan)s
+RETURNING id::text AS id
+"""
 _LOCK_PAYMENT = """
 SELECT id::text AS id, account_id::text AS account_id, subscription_id::text AS subscription_id, merchant_oid,
        amount, currency, status
@@ -107,12 +116,26 @@ async def lock_account(conn: Connection, account_id: str) -> None:
     await conn.execute(_LOCK_ACCOUNT, {"account_id": account_id})
 
 
-async def back_to_default_plan(conn: Connection, account_id: str) -> None:
-    await conn.execute(_SET_PLAN, {"plan": default_plan(), "account_id": account_id})
+async def change_plan(
+    conn: Connection, account_id: str, plan: str, *, actor: audit_log.Actor, origin: audit_log.Origin
+) -> None:
+    """Put the account on `plan`, in the caller's transaction; when it was on another one, record `plan.changed`
+    by `actor` in the same transaction."""
+    cursor = await conn.execute(_SET_PLAN, {"plan": plan, "account_id": account_id})
+    if await cursor.fetchone() is not None:
+        await _plan_changed(conn, account_id, actor, origin)
 
 
-async def settle(conn: Connection, emitter: Emitter, notice: Notice) -> str:
-    """Apply a verified notice to its payment, in the caller's transaction; return the audit word.
+async def _plan_changed(conn: Connection, account_id: str, actor: audit_log.Actor, origin: audit_log.Origin) -> None:
+    """The audit entry of a plan change: the account is both whose log it is and what changed."""
+    await audit_log.record(
+        conn, "plan.changed", account_id=account_id, actor=actor, target_id=account_id, origin=origin
+    )
+
+
+async def settle(conn: Connection, emitter: Emitter, notice: Notice, *, actor: audit_log.Actor) -> str:
+    """Apply a verified notice to its payment, in the caller's transaction; return the audit word. `actor` is
+    the provider, as the audit log records a plan it changes.
 
     `unknown_order` and `duplicate` change nothing. A paid amount at least the payment's completes it
     (`applied`): the subscription becomes active (or a renewal extends it), the account's plan follows, an
@@ -135,7 +158,7 @@ async def settle(conn: Connection, emitter: Emitter, notice: Notice) -> str:
     if notice.total_amount < payment["amount"]:
         await _fail(conn, emitter, payment, "amount_mismatch", None, flagged=True)
         return "amount_mismatch"
-    await _complete(conn, emitter, payment, subscription, overpaid=notice.total_amount > payment["amount"])
+    await _complete(conn, emitter, payment, subscription, actor, overpaid=notice.total_amount > payment["amount"])
     return "applied"
 
 
@@ -160,7 +183,13 @@ async def _fail(
 
 
 async def _complete(
-    conn: Connection, emitter: Emitter, payment: Mapping[str, Any], subscription: Mapping[str, Any], *, overpaid: bool
+    conn: Connection,
+    emitter: Emitter,
+    payment: Mapping[str, Any],
+    subscription: Mapping[str, Any],
+    actor: audit_log.Actor,
+    *,
+    overpaid: bool,
 ) -> None:
     account_id = payment["account_id"]
     status = subscription["status"]
@@ -186,7 +215,7 @@ async def _complete(
             )
         cursor = await conn.execute(_ACTIVATE, {"id": subscription["id"]})
         period = await cursor.fetchone() or period
-        await conn.execute(_SET_PLAN, {"plan": subscription["plan"], "account_id": account_id})
+        await change_plan(conn, account_id, subscription["plan"], actor=actor, origin=audit_log.Origin())
         await emitter.emit(
             conn,
             "billing.subscription.created",
@@ -259,7 +288,8 @@ def _payment_event(
 
 async def expire_subscriptions(conn: Connection, emitter: Emitter) -> None:
     """End the active subscriptions whose period has passed unpaid: `expired`, the account back on the free
-    plan, and `billing.subscription.cancelled` with status `expired`; in batches, skipping rows in use."""
+    plan (`plan.changed` by the automated `subscription-expiry`), and `billing.subscription.cancelled` with status
+    `expired`; in batches, skipping rows in use."""
     while True:
         cursor = await conn.execute(_CLAIM_EXPIRED, {"limit": EXPIRY_BATCH})
         claimed = await cursor.fetchall()
@@ -267,7 +297,11 @@ async def expire_subscriptions(conn: Connection, emitter: Emitter) -> None:
             return
         cursor = await conn.execute(_EXPIRE, {"ids": [row["id"] for row in claimed]})
         expired = await cursor.fetchall()
-        await conn.execute(_SET_PLANS, {"plan": default_plan(), "account_ids": [row["account_id"] for row in claimed]})
+        cursor = await conn.execute(
+            _SET_PLANS, {"plan": default_plan(), "account_ids": [row["account_id"] for row in claimed]}
+        )
+        for account in await cursor.fetchall():
+            await _plan_changed(conn, account["id"], EXPIRY_ACTOR, audit_log.Origin())
         for row in expired:
             await emitter.emit(
                 conn,

@@ -19,8 +19,9 @@ from typing import Any, TypeVar
 import httpx
 import msgspec
 
+from procedures.billing.plans import default_plan
 from procedures.billing.provider import PayTRSettings, checkout
-from procedures.billing.settlement import back_to_default_plan, lock_account
+from procedures.billing.settlement import change_plan, lock_account
 from procedures.billing.shapes import (
     CreateSubscription,
     Invoice,
@@ -163,7 +164,7 @@ async def cancel_subscription(ctx: Context, params: Ref) -> Subscription:
     cursor = await ctx.conn.execute(_CANCEL, {"id": subscription_id})
     cancelled = Subscription(**await cursor.fetchone())  # type: ignore[arg-type]
     if row["status"] == "active":
-        await back_to_default_plan(ctx.conn, account_id)
+        await change_plan(ctx.conn, account_id, default_plan(), actor=ctx.actor, origin=ctx.origin)
     await ctx.emit(
         "billing.subscription.cancelled",
         SubscriptionEvent(subscription_id=cancelled.id, plan=cancelled.plan, status=cancelled.status),

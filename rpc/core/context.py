@@ -68,6 +68,16 @@ class Context:
             raise UnknownEventKind(f"the procedure did not declare that it emits {kind!r}")
         await self.emitter.emit(self.conn, kind, data, account_ids)
 
+    @property
+    def actor(self) -> audit_log.Actor:
+        """The caller, as the audit log records who acted."""
+        return audit_log.Actor.of(self.principal)
+
+    @property
+    def origin(self) -> audit_log.Origin:
+        """The caller's address and User-Agent, as the audit log records them."""
+        return audit_log.Origin(self.client_address, self.user_agent)
+
     async def audit(self, action: str, target_id: str | None = None, *, account_id: str | None = None) -> None:
         """Record `action` in the audit log, in this call's transaction, as done by the caller from their address
         (in the caller's account unless `account_id` names the one it concerns)."""
@@ -75,7 +85,7 @@ class Context:
             self.conn,
             action,
             account_id=account_id or self.principal.account_id,
-            actor=audit_log.Actor.of(self.principal),
+            actor=self.actor,
             target_id=target_id,
-            origin=audit_log.Origin(self.client_address, self.user_agent),
+            origin=self.origin,
         )

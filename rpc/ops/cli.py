@@ -1,4 +1,6 @@
-"""The `bin/` commands. Each prints one JSON object on stdout and exits 0, or a reason on stderr and exits 1."""
+"""The `bin/` commands. Each prints one JSON object on stdout and exits 0, or a reason on stderr and exits 1;
+`bin/admin verify-audit` prints its verdict either way and exits 1 when the chain is broken, so that a cron job
+or a CI step fails on it."""
 
 from __future__ import annotations
 
@@ -256,7 +258,11 @@ def admin(argv: list[str] | None = None) -> None:
     settings = _settings()
     with _database(settings) as url:
         asyncio.run(_migrate(settings, url))
-        _print(asyncio.run(_admin(args, settings, url)))
+        done = asyncio.run(_admin(args, settings, url))
+    _print(done)
+    if args.command == "verify-audit" and not done["ok"]:
+        broken = done["entry"]
+        _fail(f"the audit log does not verify at entry {broken['id'] or '(end)'}: {broken['reason']}")
 
 
 def _list(text: str) -> list[str]:

@@ -72,15 +72,19 @@ class Panel:
     def account_id(self) -> str:
         return self.user.account_id
 
+    @property
+    def actor(self) -> audit_log.Actor:
+        """The signed-in person, as the audit log records who acted."""
+        return audit_log.Actor("user", self.user.user_id)
+
+    @property
+    def origin(self) -> audit_log.Origin:
+        return audit_log.Origin.of(self.request)
+
     async def audit(self, action: str, target_id: str | None) -> None:
         """Record `action` by the signed-in person in their account's audit log, inside the open transaction."""
         await audit_log.record(
-            self.conn,
-            action,
-            account_id=self.account_id,
-            actor=audit_log.Actor("user", self.user.user_id),
-            target_id=target_id,
-            origin=audit_log.Origin.of(self.request),
+            self.conn, action, account_id=self.account_id, actor=self.actor, target_id=target_id, origin=self.origin
         )
 
     def path(self, name: str) -> str:

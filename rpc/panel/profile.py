@@ -1,14 +1,19 @@
 """Account > Profile: the person's display name and headline, their e-mail (read-only), a password change
-(the current password required) and "sign out everywhere". Both of the last two end every session, refresh
-token and web session of the person, this browser's too; API keys and authorized apps stay."""
+(the current password required), "sign out everywhere" and "download my data". The password change and
+"sign out everywhere" end every session, refresh token and web session of the person, this browser's too; API
+keys and authorized apps stay. The download is `profile.export`'s document, built and audited by the same code."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 from starlette.responses import Response
 
 from rpc.auth.people import MAX_NAME_LENGTH, end_sessions
+from rpc.core.envelope import encoder
 from rpc.core.errors import InvalidCredentials, InvalidParams
 from rpc.panel.handler import Panel, page
+from rpc.privacy.export import export
 from rpc.web.pages import redirect
 
 _PROFILE = "SELECT email, display_name, headline, issuer IS NULL AS built_in FROM users WHERE id = %(id)s"
@@ -58,6 +63,20 @@ async def sign_out_everywhere(panel: Panel) -> Response:
     async with panel.conn.transaction():
         await end_sessions(panel.conn, panel.user.user_id)
     return _signed_out(panel)
+
+
+@page
+async def download_data(panel: Panel) -> Response:
+    """`POST /panel/profile/export`: everything held about you as a JSON file, the document `profile.export`
+    answers with, recorded as `profile.exported` in the transaction that reads it. A POST, so that a link or an
+    image elsewhere cannot make the browser export (and audit) anything."""
+    async with panel.conn.transaction():
+        document = await export(
+            panel.conn, panel.user.user_id, account_id=panel.account_id, actor=panel.actor, origin=panel.origin
+        )
+    name = f"hire-export-{dt.datetime.now(dt.UTC).date().isoformat()}.json"
+    headers = {"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "no-store"}
+    return Response(encoder.encode(document), media_type="application/json", headers=headers)
 
 
 def _signed_out(panel: Panel) -> Response:

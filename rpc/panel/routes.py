@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
-from rpc.panel import api_keys, deliveries, oauth_apps, overview, profile, team, webhooks
+from rpc.panel import api_keys, audit_log, deliveries, oauth_apps, overview, profile, team, webhooks
 from rpc.panel.handler import unknown_page
 from rpc.panel.pages import static
 
@@ -44,17 +44,21 @@ routes = [
     Route("/panel/oauth-apps/{client_id}/delete", oauth_apps.delete_app, methods=POST),
     Route("/panel/authorized-apps", oauth_apps.authorized_page, methods=GET),
     Route("/panel/authorized-apps/revoke", oauth_apps.revoke_app, methods=POST),
-    # Settings > Team, and the person's profile
+    # Settings > Team
     Route("/panel/team", team.team_page, methods=GET),
     Route("/panel/team/invitations", team.invite, methods=POST),
     Route("/panel/team/invitations/{id}/resend", team.resend, methods=POST),
     Route("/panel/team/invitations/{id}/revoke", team.revoke, methods=POST),
     Route("/panel/team/members/{id}/remove", team.confirm_remove, methods=GET),
     Route("/panel/team/members/{id}/remove", team.remove, methods=POST),
+    # Settings > Audit log
+    Route("/panel/audit-log", audit_log.audit_page, methods=GET),
+    # Account > Profile
     Route("/panel/profile", profile.profile_page, methods=GET),
     Route("/panel/profile", profile.save_profile, methods=POST),
     Route("/panel/profile/password", profile.change_password, methods=POST),
     Route("/panel/profile/sign-out-everywhere", profile.sign_out_everywhere, methods=POST),
+    Route("/panel/profile/export", profile.download_data, methods=POST),
     Route("/panel/static/{name}", static, methods=GET),
 ]
 # After the business's pages (assembled in rpc/app.py): any other address under /panel.

@@ -1,0 +1,135 @@
+"""Everything held about a person in one document (CONTRACT.md §20; KVKK art. 11, GDPR arts. 15 and 20).
+
+Built in one place for `profile.export` and the panel's "Download my data", and recorded as `profile.exported`
+in the caller's transaction before it is read, so the document lists its own export among the audit entries.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from rpc.audit import log as audit_log
+from rpc.audit.entries import COLUMNS as AUDIT_COLUMNS
+from rpc.audit.entries import AuditEntry
+from rpc.core.envelope import Struct
+from rpc.core.types import Connection
+from rpc.privacy.profile import Profile, read_profile
+
+
+class StatusChange(Struct, frozen=True, kw_only=True):
+    status: str
+    at: dt.datetime
+    by: str | None
+
+
+class ExportedApplication(Struct, frozen=True, kw_only=True):
+    id: str
+    job_id: str
+    job_title: str
+    status: str
+    cover_letter: str | None
+    resume_url: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    history: list[StatusChange]
+
+
+class ExportedApiKey(Struct, frozen=True, kw_only=True):
+    id: str
+    name: str
+    mode: str
+    prefix: str
+    scopes: list[str]
+    created_at: dt.datetime
+    last_used_at: dt.datetime | None
+    revoked_at: dt.datetime | None
+
+
+class ExportedGrant(Struct, frozen=True, kw_only=True):
+    id: str
+    client_id: str
+    client_name: str
+    scopes: list[str]
+    created_at: dt.datetime
+    last_used_at: dt.datetime | None
+    expires_at: dt.datetime
+    revoked_at: dt.datetime | None
+
+
+class ExportedSession(Struct, frozen=True, kw_only=True):
+    id: str
+    kind: str  # "web" (the panel's and consent page's cookie) or "api" (a refresh-token family)
+    created_at: dt.datetime
+    expires_at: dt.datetime
+
+
+class Export(Struct, frozen=True, kw_only=True):
+    """Everything held about the caller."""
+
+    profile: Profile
+    applications: list[ExportedApplication]
+    api_keys: list[ExportedApiKey]
+    oauth_grants: list[ExportedGrant]
+    sessions: list[ExportedSession]
+    audit: list[AuditEntry]
+
+
+_APPLICATIONS = """
+SELECT a.id::text AS id, a.job_id::text AS job_id, j.title AS job_title, a.status, a.cover_letter, a.resume_url,
+       a.created_at, a.updated_at,
+       coalesce((SELECT json_agg(json_build_object('status', h.to_status, 'at', h.changed_at,
+                                                   'by', h.changed_by::text) ORDER BY h.id)
+                 FROM application_status_history AS h WHERE h.application_id = a.id), '[]') AS history
+FROM applications AS a JOIN jobs AS j ON j.id = a.job_id
+WHERE a.candidate_id = %(id)s
+ORDER BY a.created_at DESC, a.id DESC
+"""
+_API_KEYS = """
+SELECT id::text AS id, name, mode, prefix, scopes, created_at, last_used_at, revoked_at
+FROM api_keys WHERE user_id = %(id)s ORDER BY created_at DESC, id
+"""
+_GRANTS = """
+SELECT g.id::text AS id, g.client_id, c.name AS client_name, g.scopes, g.created_at, g.last_used_at, g.expires_at,
+       g.revoked_at
+FROM oauth_grants AS g JOIN oauth_clients AS c ON c.id = g.client_id
+WHERE g.user_id = %(id)s ORDER BY g.created_at DESC, g.id
+"""
+_SESSIONS = """
+SELECT id::text AS id, 'web' AS kind, created_at, expires_at FROM web_sessions
+WHERE user_id = %(id)s AND expires_at > now()
+UNION ALL
+SELECT family_id::text, 'api', min(created_at), max(expires_at) FROM refresh_tokens
+WHERE user_id = %(id)s AND revoked_at IS NULL GROUP BY family_id HAVING max(expires_at) > now()
+ORDER BY created_at DESC
+"""
+# What the person did, and what was done to them (a sign-in, an erasure): both use an index.
+_ABOUT = f"""
+SELECT {AUDIT_COLUMNS} FROM audit_entries WHERE actor_kind = 'user' AND actor_id = %(id)s
+UNION
+SELECT {AUDIT_COLUMNS} FROM audit_entries WHERE target_id = %(id)s
+ORDER BY at DESC, id DESC
+"""
+
+
+async def export(
+    conn: Connection, user_id: str, *, account_id: str, actor: audit_log.Actor, origin: audit_log.Origin
+) -> Export:
+    """Record `profile.exported` and read everything held about the user, in `conn`'s open transaction (the
+    entry commits with the export or not at all); `NotFound` when the user is gone."""
+    profile = await read_profile(conn, user_id)
+    await audit_log.record(
+        conn, "profile.exported", account_id=account_id, actor=actor, target_id=user_id, origin=origin
+    )
+
+    async def rows(query: str) -> list[dict[str, Any]]:
+        return await (await conn.execute(query, {"id": user_id})).fetchall()
+
+    return Export(
+        profile=profile,
+        applications=[ExportedApplication(**row) for row in await rows(_APPLICATIONS)],
+        api_keys=[ExportedApiKey(**row) for row in await rows(_API_KEYS)],
+        oauth_grants=[ExportedGrant(**row) for row in await rows(_GRANTS)],
+        sessions=[ExportedSession(**row) for row in await rows(_SESSIONS)],
+        audit=[AuditEntry(**row) for row in await rows(_ABOUT)],
+    )

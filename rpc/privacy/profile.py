@@ -1,0 +1,39 @@
+"""A person's profile as they see it: the shape `profile.me` and `profile.update` answer with, and the export's
+first section. It lives beside the erasure, which empties the same columns, so that the panel's download can
+read it too."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from rpc.core.envelope import Struct
+from rpc.core.errors import NotFound
+from rpc.core.types import Connection, Role
+
+
+class Profile(Struct, frozen=True, kw_only=True):
+    """A user as they see themselves."""
+
+    id: str
+    email: str | None
+    display_name: str | None
+    role: Role
+    account_id: str
+    headline: str | None
+    location: str | None
+    bio: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+COLUMNS = """id::text AS id, email, display_name, role, account_id::text AS account_id,
+             headline, location, bio, created_at, updated_at"""
+_SELECT = f"SELECT {COLUMNS} FROM users WHERE id = %(id)s"
+
+
+async def read_profile(conn: Connection, user_id: str) -> Profile:
+    """The user's profile; `NotFound` once they are gone (erased meanwhile)."""
+    row = await (await conn.execute(_SELECT, {"id": user_id})).fetchone()
+    if row is None:
+        raise NotFound("Your user no longer exists.")
+    return Profile(**row)
