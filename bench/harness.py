@@ -782,11 +782,18 @@ class Usage:
 
 
 def process_cpu(pid: int) -> float:
+    """CPU seconds of the process and its live descendants (granian serves from worker processes)."""
     try:
-        times = psutil.Process(pid).cpu_times()
+        process = psutil.Process(pid)
+        family = [process, *process.children(recursive=True)]
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return 0.0
-    return float(times.user + times.system)
+    total = 0.0
+    for member in family:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            times = member.cpu_times()
+            total += times.user + times.system
+    return total
 
 
 def _is_postgres(pid: int) -> bool:

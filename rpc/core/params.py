@@ -7,6 +7,7 @@ Schema and msgspec disagree, the answer follows the published schema (/openapi.j
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from typing import Any, TypeVar
@@ -85,7 +86,7 @@ def decode_body(body: bytes, decoder: msgspec.json.Decoder[Any], params_type: ty
 def query_object(params_type: type[Params], request: Request) -> dict[str, Any]:
     """The query string as the parameters' object: a list parameter collects its repeats, any other parameter
     sent twice is refused (last-wins would silently drop a value)."""
-    lists = {field.encode_name for field in msgspec.structs.fields(params_type) if _is_list(field.type)}
+    lists = _list_parameters(params_type)
     query: dict[str, Any] = {}
     repeated: list[str] = []
     for name, value in request.query_params.multi_items():
@@ -100,6 +101,13 @@ def query_object(params_type: type[Params], request: Request) -> dict[str, Any]:
             [{"field": name, "message": "Sent more than once; send it once."} for name in sorted(set(repeated))]
         )
     return query
+
+
+@functools.cache
+def _list_parameters(params_type: type[Params]) -> frozenset[str]:
+    """The parameters that take a list, once per type: msgspec evaluates the string annotations again on every
+    `fields()` call, which cost a third of a cached `jobs.list` call's CPU."""
+    return frozenset(field.encode_name for field in msgspec.structs.fields(params_type) if _is_list(field.type))
 
 
 def _is_list(field_type: Any) -> bool:
