@@ -204,7 +204,7 @@ async def _public_followed(ctx: Context, params: ListJobs, old: _KeptPage) -> _K
     changes = await changes_since(ctx, old.version, columns, " AND ".join(where) or "true", values)
     if changes is None or (changes.rows and params.page != 1):
         return None
-    window = old.window.followed([(row["_entered"], _public_row(row)) for row in changes.rows], params.per_page + SLACK)
+    window = old.window.followed([(row["_entered"], _public_row(row)) for row in changes.rows])
     if not window.holds(params.per_page):
         return None
     return _kept_page(params, changes.version, window)

@@ -2,6 +2,9 @@
 
 A remembered answer holds a few more rows than its page shows (`SLACK`), so it can still show a full page, and
 know whether another follows, after some of them have left; when it cannot, it says so and is computed again.
+Rows that enter are held beside the others (up to `GROWTH` times what was computed) rather than pushing the
+last ones out: a posting that enters and later closes then leaves the rows as they were, instead of using up
+the slack of every answer it passed through.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 SLACK = 10  # rows beyond the page: how many may leave before the answer has to be computed again
+GROWTH = 4  # rows held at most, as a multiple of the rows computed
 
 Key = tuple[Any, ...]  # the order of the query, larger first; unique (it ends with the job's id)
 
@@ -36,19 +40,20 @@ class Window:
     rows: tuple[Ranked, ...]
     complete: bool
     total: int
+    room: int  # rows held at most
     start: Key | None = None
 
     @classmethod
     def of(cls, rows: Sequence[Ranked], asked: int, total: int, start: Key | None = None) -> Window:
         """The window from a statement that asked for `asked` rows after `start` and got `rows`."""
-        return cls(rows=tuple(rows), complete=len(rows) < asked, total=total, start=start)
+        return cls(rows=tuple(rows), complete=len(rows) < asked, total=total, room=GROWTH * asked, start=start)
 
     def left(self, job_id: str) -> Window:
         """A match left the published set (an edited job leaves, then enters again as it is now)."""
         rows = tuple(row for row in self.rows if row.id != job_id)
         return replace(self, rows=rows, total=self.total - 1)
 
-    def entered(self, row: Ranked, limit: int) -> Window:
+    def entered(self, row: Ranked) -> Window:
         """A match entered the published set: counted, and placed among the rows when it falls within them."""
         counted = replace(self, total=self.total + 1)
         if self.start is not None and not row.key < self.start:
@@ -58,15 +63,15 @@ class Window:
         descending = [_Reversed(held.key) for held in self.rows]
         at = bisect.bisect_left(descending, _Reversed(row.key))
         rows = (*self.rows[:at], row, *self.rows[at:])
-        if len(rows) > limit:
-            return replace(counted, rows=rows[:limit], complete=False)
+        if len(rows) > self.room:
+            return replace(counted, rows=rows[: self.room], complete=False)
         return replace(counted, rows=rows)
 
-    def followed(self, changes: Iterable[tuple[bool, Ranked]], limit: int) -> Window:
+    def followed(self, changes: Iterable[tuple[bool, Ranked]]) -> Window:
         """The window after `changes` in order: (true, the state that entered) or (false, the state that left)."""
         window = self
         for entered, row in changes:
-            window = window.entered(row, limit) if entered else window.left(row.id)
+            window = window.entered(row) if entered else window.left(row.id)
         return window
 
     def holds(self, count: int) -> bool:

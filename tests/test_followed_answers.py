@@ -163,7 +163,7 @@ def test_a_window_holds_the_first_matches_in_order(
             matches.add(key)
         else:
             matches.remove(key)
-        window = window.followed([(entered, _row(key))], limit)
+        window = window.followed([(entered, _row(key))])
         assert window.total == len(matches)
         if window.holds(shown + 1):
             held = [row.key[0] for row in window.rows]

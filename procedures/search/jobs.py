@@ -219,8 +219,7 @@ async def _followed(ctx: Context, search: _Search, old: _Kept) -> _Kept | None:
             return None
         for change in changes.rows:
             counts = counts.moved(change, 1 if change["_entered"] else -1)
-    limit = search.per_page + 1 + SLACK
-    window = old.window.followed([(row["_entered"], search.ranked_row(row)) for row in changes.rows], limit)
+    window = old.window.followed([(row["_entered"], search.ranked_row(row)) for row in changes.rows])
     if not window.holds(search.per_page + 1):
         return None
     return _kept(search, changes.version, window, counts)
