@@ -9,7 +9,6 @@ the slack of every answer it passed through.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -50,7 +49,7 @@ class Window:
 
     def left(self, job_id: str) -> Window:
         """A match left the published set (an edited job leaves, then enters again as it is now)."""
-        rows = tuple(row for row in self.rows if row.id != job_id)
+        rows = tuple(row for row in self.rows if row.key[-1] != job_id)
         return replace(self, rows=rows, total=self.total - 1)
 
     def entered(self, row: Ranked) -> Window:
@@ -60,8 +59,8 @@ class Window:
             return counted  # before this window's start: on an earlier page
         if not self.complete and (not self.rows or row.key < self.rows[-1].key):
             return counted  # beyond the last row held: unknown ground, as any later match
-        descending = [_Reversed(held.key) for held in self.rows]
-        at = bisect.bisect_left(descending, _Reversed(row.key))
+        # The first row held that comes after it (tuples compare in C: no object made per row held).
+        at = next((index for index, held in enumerate(self.rows) if held.key < row.key), len(self.rows))
         rows = (*self.rows[:at], row, *self.rows[at:])
         if len(rows) > self.room:
             return replace(counted, rows=rows[: self.room], complete=False)
@@ -77,13 +76,3 @@ class Window:
     def holds(self, count: int) -> bool:
         """Whether the first `count` matches after the start are all here (or every match there is)."""
         return self.complete or len(self.rows) >= count
-
-
-@dataclass(frozen=True, slots=True)
-class _Reversed:
-    """A key ordered the other way, so that `bisect` can search rows held best first."""
-
-    key: Key
-
-    def __lt__(self, other: _Reversed) -> bool:
-        return other.key < self.key
