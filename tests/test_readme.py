@@ -91,6 +91,9 @@ def test_the_readme_quickstart_runs_as_pasted(served: tuple[str, dict[str, str]]
     lines = done.stdout.splitlines()
     assert "published" in lines, "jobs.publish answered the job, published"
     assert any('"title":"Backend engineer"' in line for line in lines), "jobs.list found it"
+    searched = [line for line in lines if '"facets"' in line]
+    assert len(searched) == 1 and '"title":"Backend engineer"' in searched[0], "jobs.search found it as typed"
+    assert '"total":1' in searched[0] and '{"value":"Berlin","count":1}' in searched[0], "exact total and facets"
     assert "boss@example.com" in lines, "profile.me with the session token"
     replayed = [line.lower() for line in lines if line.lower().startswith("idempotent-replayed")]
     assert replayed == ["idempotent-replayed: true"], "the second call with the Idempotency-Key was a replay"
