@@ -1259,10 +1259,9 @@ class Bench:
                 "jobs.list one filter (Zipf mix)",
                 "/v1/jobs.list",
                 RequestFile.write(work / "list-mix", lists),
-                0,
-                filters,
+                distinct=filters,
             ),
-            Read("jobs.search (Zipf mix)", "/v1/jobs.search", searches, 0, queries),
+            Read("jobs.search (Zipf mix)", "/v1/jobs.search", searches, distinct=queries),
             Read(f"jobs.search (Zipf mix, {CHURN}/s published+closed)", "/v1/jobs.search", searches, CHURN),
         ]
         self.first_asks: dict[tuple[str, int], dict[str, float]] = {}
@@ -1318,10 +1317,7 @@ class Bench:
         """`--only jobs.changes`: the feed at each size, nothing else."""
         rows = []
         for size in self.config.sizes:
-            if size != self.config.sizes[0]:
-                self.say(f"growing to {size:,} jobs (COPY, indexes rebuilt after)")
-                asyncio.run(grow_jobs(self.database_url, size, self.seeded.employers.accounts))
-            self.targets.start_service()
+            self.serve_at(size)
             rows.append(self.changes_row(size))
         return rows
 
@@ -1331,7 +1327,7 @@ class Bench:
         self.targets.start_ceiling(self.seeded.employers.keys[0])  # it copies a page the service gives
         rows = []
         for size in self.config.sizes:
-            rows.extend(self.job_reads(size, grow=size != self.config.sizes[0]))
+            rows.extend(self.job_reads(size))
         return rows
 
     def changes_row(self, size: int) -> Row:
@@ -1357,14 +1353,18 @@ class Bench:
 
     def larger_size(self, size: int) -> list[Row]:
         """Grow the jobs to `size`, restart the service (fresh plans), and measure the job reads again."""
-        return [*self.job_reads(size, grow=True), self.changes_row(size)]
+        return [*self.job_reads(size), self.changes_row(size)]
 
-    def job_reads(self, size: int, *, grow: bool) -> list[Row]:
-        """The job reads at `size` (grown to it first when `grow`), on a service started afresh."""
-        if grow:
+    def serve_at(self, size: int) -> None:
+        """Grow the jobs to `size` (unless it is the size seeded) and start the service afresh (fresh plans)."""
+        if size != self.config.sizes[0]:
             self.say(f"growing to {size:,} jobs (COPY, indexes rebuilt after)")
             asyncio.run(grow_jobs(self.database_url, size, self.seeded.employers.accounts))
         self.targets.start_service()
+
+    def job_reads(self, size: int) -> list[Row]:
+        """The job reads at `size`, on a service started afresh (the jobs grown to it first)."""
+        self.serve_at(size)
         self.warm_up(size)
         reads, tally = [read for read in self.reads if read.name.startswith("jobs.")], Tally()
         for number in range(1, self.config.rounds + 1):

@@ -115,6 +115,7 @@ class PublishedCache(Generic[A]):
             shared = await asyncio.shield(running)  # None: it failed, and this call does the work itself
             if shared is not None and shared.version >= version:
                 return shared
+            entry = self._entries.get(key)  # followed from what that call left, not from what it started with
         return await self._refreshed(key, entry, compute, follow)
 
     async def _refreshed(
