@@ -22,6 +22,7 @@ import uvicorn
 
 from procedures.vocabulary import VOCABULARY
 from rpc.app import create_app
+from rpc.audit import log as audit_log
 from rpc.ops import admin as ops
 from rpc.outbox.emit import Emitter, build_emitter
 from rpc.outbox.endpoints import Webhooks
@@ -170,6 +171,17 @@ class Admin:
                 return await cursor.fetchall() if cursor.description else []
 
         return _run(go())
+
+    def plan_changes(self, account_id: str) -> list[tuple[str, str | None]]:
+        """Who changed the account's plan (`actor_kind`, `actor_id`), oldest first, by the audit log, whose chain is
+        verified first."""
+        assert self.run(audit_log.verify)["ok"] is True
+        rows = self.sql(
+            "SELECT actor_kind, actor_id FROM audit_entries"
+            " WHERE action = 'plan.changed' AND account_id = %(a)s AND target_id = %(a)s::text ORDER BY id",
+            {"a": account_id},
+        )
+        return [(row["actor_kind"], row["actor_id"]) for row in rows]
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:

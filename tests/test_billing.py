@@ -24,7 +24,6 @@ import pytest
 
 from procedures.assembly import business
 from procedures.billing import provider, settlement
-from rpc.audit import log as audit_log
 from rpc.ops import admin as ops
 from tests.conftest import Databases
 from tests.fake_paytr import FakePayTR, notification
@@ -107,19 +106,8 @@ def plan_of(admin: Admin, user: User) -> str:
     return str(admin.sql("SELECT plan FROM accounts WHERE id = %(id)s", {"id": user.account_id})[0]["plan"])
 
 
-def plan_changes(admin: Admin, user: User) -> list[tuple[str, str | None]]:
-    """Who changed the account's plan, oldest first, by the audit log (the chain verified first); the `payer`
-    fixture's own bin/admin set-plan left out."""
-    assert admin.run(audit_log.verify)["ok"] is True
-    rows = admin.sql(
-        "SELECT actor_kind, actor_id FROM audit_entries"
-        " WHERE action = 'plan.changed' AND account_id = %(a)s AND target_id = %(a)s::text ORDER BY id",
-        {"a": user.account_id},
-    )
-    return [(row["actor_kind"], row["actor_id"]) for row in rows][1:]
-
-
-BY_PAYTR, BY_EXPIRY = ("operator", "paytr"), ("operator", "subscription-expiry")
+BY_ADMIN, BY_PAYTR = ("operator", None), ("operator", "paytr")  # bin/admin set-plan, the provider
+BY_EXPIRY = ("operator", "subscription-expiry")
 
 
 def count(admin: Admin, table: str, user: User) -> int:
@@ -395,7 +383,7 @@ def test_subscribe_pay_use_and_cancel(client: httpx.Client, call: Call, admin: A
     ]
     again = refused(call("billing.subscriptions.cancel", payer, id=subscription["id"]), 409, "invalid_transition")
     assert again["details"] == {"from": "cancelled", "to": "cancelled"}
-    assert plan_changes(admin, payer) == [BY_PAYTR, ("user", payer.user_id)]
+    assert admin.plan_changes(payer.account_id) == [BY_PAYTR, ("user", payer.user_id)]
 
 
 def test_renewal_extends_the_active_period(client: httpx.Client, call: Call, admin: Admin, payer: User) -> None:
@@ -424,7 +412,7 @@ def test_renewal_extends_the_active_period(client: httpx.Client, call: Call, adm
     assert sorted(kinds(admin, payer)) == sorted(
         ["billing.subscription.created"] + ["billing.payment.completed", "billing.invoice.generated"] * 2
     )
-    assert plan_changes(admin, payer) == [BY_PAYTR]
+    assert admin.plan_changes(payer.account_id) == [BY_PAYTR]
 
 
 def test_a_failed_renewal_keeps_the_subscription_running(
@@ -453,7 +441,7 @@ def test_a_new_plan_replaces_the_active_one(client: httpx.Client, call: Call, ad
     assert event_data(admin, payer, "billing.subscription.cancelled") == [
         {"subscription_id": pro["subscription"]["id"], "plan": "pro", "status": "cancelled"}
     ]
-    assert plan_changes(admin, payer) == [BY_PAYTR, BY_PAYTR]
+    assert admin.plan_changes(payer.account_id) == [BY_PAYTR, BY_PAYTR]
 
 
 def test_failed_and_underpaid_payments(client: httpx.Client, call: Call, admin: Admin, payer: User) -> None:
@@ -621,7 +609,7 @@ def test_an_unpaid_period_expires(
     assert plan_of(admin, bystander) == "pro"
     _expire(database, settings)
     assert len(event_data(admin, payer, "billing.subscription.cancelled")) == 1, "expired once"
-    assert plan_changes(admin, payer) == [BY_PAYTR, BY_EXPIRY]
+    assert admin.plan_changes(payer.account_id) == [BY_PAYTR, BY_EXPIRY]
     refused(call("billing.subscriptions.cancel", payer, id=made["subscription"]["id"]), 409, "invalid_transition")
 
 
@@ -652,7 +640,17 @@ def test_expiry_works_in_batches(admin: Admin, database: str, settings: Any, mon
     _expire(database, settings)
     assert [plan_of(admin, user) for user in users] == ["free"] * 5
     assert all(event_data(admin, user, "billing.subscription.cancelled") for user in users)
-    assert [plan_changes(admin, user) for user in users] == [[BY_EXPIRY]] * 5
+    assert [admin.plan_changes(user.account_id) for user in users] == [[BY_ADMIN, BY_EXPIRY]] * 5
+
+
+def test_an_operators_set_plan_is_audited_only_when_the_plan_changes(admin: Admin) -> None:
+    """`bin/admin set-plan` goes through the same change as payments and expiry: the plan it already has, or
+    the same command twice, records nothing."""
+    user = admin.user("employer", plan="free")
+    for plan in ("free", "pro", "pro", "enterprise"):
+        admin.set_plan(user, plan)
+    assert plan_of(admin, user) == "enterprise"
+    assert admin.plan_changes(user.account_id) == [BY_ADMIN, BY_ADMIN]
 
 
 def test_the_expiry_is_scheduled(settings: Any) -> None:

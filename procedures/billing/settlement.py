@@ -3,7 +3,7 @@
 Locks are always taken in one order — payment, then account, then subscriptions — so concurrent
 notifications, cancellations and the expiry never deadlock; a notification repeated (even 50 times at once)
 waits on the payment's row lock and then finds it settled. Every change of an account's plan goes through
-`change_plan`, which records `plan.changed` in the audit log in the same transaction.
+`rpc.payments.plan_change`, which records `plan.changed` in the audit log in the same transaction.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from rpc.audit import log as audit_log
 from rpc.core.types import Connection
 from rpc.outbox.emit import Emitter
 from rpc.outbox.periodic import Periodic
+from rpc.payments.plan_change import change_plan, change_plans
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +38,6 @@ EXPIRY_BATCH = 100
 EXPIRY_ACTOR = audit_log.automated("subscription-expiry")
 
 _LOCK_ACCOUNT = "SELECT id FROM accounts WHERE id = %(account_id)s FOR UPDATE"
-# Each returns the accounts whose plan changed: only those get a `plan.changed` entry.
-_SET_PLAN = """
-UPDATE accounts SET plan = %(plan)s WHERE id = %(account_id)s AND plan IS DISTINCT FROM %(plan)s RETURNING id
-"""
-_SET_PLANS = """
-UPDATE accounts SET plan = %(plan)s WHERE id = ANY(%(account_ids)s) AND plan IS DISTINCT FROM %(plan)s
-RETURNING id::text AS id
-"""
 _LOCK_PAYMENT = """
 SELECT id::text AS id, account_id::text AS account_id, subscription_id::text AS subscription_id, merchant_oid,
        amount, currency, status
@@ -114,23 +107,6 @@ RETURNING id::text AS id, account_id::text AS account_id, plan, status
 async def lock_account(conn: Connection, account_id: str) -> None:
     """The account's row lock, taken after the payment's and before any subscription's."""
     await conn.execute(_LOCK_ACCOUNT, {"account_id": account_id})
-
-
-async def change_plan(
-    conn: Connection, account_id: str, plan: str, *, actor: audit_log.Actor, origin: audit_log.Origin
-) -> None:
-    """Put the account on `plan`, in the caller's transaction; when it was on another one, record `plan.changed`
-    by `actor` in the same transaction."""
-    cursor = await conn.execute(_SET_PLAN, {"plan": plan, "account_id": account_id})
-    if await cursor.fetchone() is not None:
-        await _plan_changed(conn, account_id, actor, origin)
-
-
-async def _plan_changed(conn: Connection, account_id: str, actor: audit_log.Actor, origin: audit_log.Origin) -> None:
-    """The audit entry of a plan change: the account is both whose log it is and what changed."""
-    await audit_log.record(
-        conn, "plan.changed", account_id=account_id, actor=actor, target_id=account_id, origin=origin
-    )
 
 
 async def settle(conn: Connection, emitter: Emitter, notice: Notice, *, actor: audit_log.Actor) -> str:
@@ -215,7 +191,7 @@ async def _complete(
             )
         cursor = await conn.execute(_ACTIVATE, {"id": subscription["id"]})
         period = await cursor.fetchone() or period
-        await change_plan(conn, account_id, subscription["plan"], actor=actor, origin=audit_log.Origin())
+        await change_plan(conn, account_id, subscription["plan"], actor=actor)
         await emitter.emit(
             conn,
             "billing.subscription.created",
@@ -297,11 +273,7 @@ async def expire_subscriptions(conn: Connection, emitter: Emitter) -> None:
             return
         cursor = await conn.execute(_EXPIRE, {"ids": [row["id"] for row in claimed]})
         expired = await cursor.fetchall()
-        cursor = await conn.execute(
-            _SET_PLANS, {"plan": default_plan(), "account_ids": [row["account_id"] for row in claimed]}
-        )
-        for account in await cursor.fetchall():
-            await _plan_changed(conn, account["id"], EXPIRY_ACTOR, audit_log.Origin())
+        await change_plans(conn, [row["account_id"] for row in claimed], default_plan(), actor=EXPIRY_ACTOR)
         for row in expired:
             await emitter.emit(
                 conn,

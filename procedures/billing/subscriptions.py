@@ -21,7 +21,7 @@ import msgspec
 
 from procedures.billing.plans import default_plan
 from procedures.billing.provider import PayTRSettings, checkout
-from procedures.billing.settlement import change_plan, lock_account
+from procedures.billing.settlement import lock_account
 from procedures.billing.shapes import (
     CreateSubscription,
     Invoice,
@@ -41,6 +41,7 @@ from rpc.core.registry import procedure
 from rpc.core.types import Connection, Role
 from rpc.core.vocabulary import Plan
 from rpc.db.pool import one_row
+from rpc.payments.plan_change import change_plan
 from rpc.settings import Settings
 
 T = TypeVar("T", bound=msgspec.Struct)

@@ -27,6 +27,7 @@ from rpc.ops import oauth_demo as demo
 from rpc.outbox.emit import Emitter
 from rpc.outbox.endpoints import InvalidEndpoint, Webhooks
 from rpc.outbox.queue import Queue
+from rpc.payments.plan_change import change_plan
 from rpc.privacy.erasure import LastMemberPaying, erase_user
 from rpc.settings import Settings
 
@@ -52,7 +53,6 @@ SELECT ep.account_id FROM webhook_deliveries AS d JOIN webhook_endpoints AS ep O
 WHERE d.id = %(id)s
 """
 _ENDPOINT_ACCOUNT = "SELECT account_id FROM webhook_endpoints WHERE id = %(id)s"
-_SET_PLAN = "UPDATE accounts SET plan = %(plan)s WHERE id = %(account_id)s RETURNING id, plan"
 
 
 async def connect(database_url: str) -> Connection:
@@ -235,11 +235,10 @@ async def set_plan(conn: Connection, vocabulary: Vocabulary, *, email: str, plan
     if plan not in vocabulary.plans:
         raise AdminError(f"--plan must be one of {', '.join(vocabulary.plans)}")
     user = await _user(conn, email)
+    account_id = str(user["account_id"])
     async with conn.transaction():
-        cursor = await conn.execute(_SET_PLAN, {"plan": plan, "account_id": user["account_id"]})
-        row = await one_row(cursor)
-        await _audit(conn, "plan.changed", str(row["id"]), str(row["id"]))
-    return {"account_id": str(row["id"]), "plan": row["plan"]}
+        await change_plan(conn, account_id, plan, actor=audit_log.OPERATOR)
+    return {"account_id": account_id, "plan": plan}
 
 
 async def create_webhook(
