@@ -20,6 +20,7 @@ import pytest
 from psycopg import sql
 
 from rpc.app import prepare_database
+from tests.smtp import SmtpServer
 from tests.support import Admin, LiveServer, User, settings_for
 
 LOCAL_SERVER = "postgresql://127.0.0.1:5432/postgres"
@@ -149,6 +150,13 @@ def database(databases: Databases) -> str:
 @pytest.fixture(scope="module")
 def settings(database: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
     return settings_for(database, DATA_DIR=str(tmp_path_factory.mktemp("data")))
+
+
+@pytest.fixture(scope="module")
+def smtp() -> Iterator[SmtpServer]:
+    """A real SMTP server of the module's own (tests/smtp.py)."""
+    with SmtpServer() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.browser import Browser, form, location, text
-from tests.smtp import SmtpServer
+from tests.smtp import SmtpServer, mailing_settings
 from tests.support import Admin, LiveServer, User, bearer, me, refused, settings_for
 
 CHECK_EMAIL = {"status": "check_email"}
@@ -22,20 +22,8 @@ PASSWORD = "a long enough password"
 
 
 @pytest.fixture(scope="module")
-def smtp() -> Iterator[SmtpServer]:
-    with SmtpServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def settings(database: str, smtp: SmtpServer, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return settings_for(
-        database,
-        DATA_DIR=str(tmp_path_factory.mktemp("data")),
-        SMTP_URL=smtp.url(),
-        MAIL_FROM="Hire <hello@hire.test>",
-        SIGNIN_LIMIT_PER_EMAIL="100000/minute",
-    )
+    return mailing_settings(database, smtp, tmp_path_factory.mktemp("data"), MAIL_FROM="Hire <hello@hire.test>")
 
 
 @pytest.fixture
@@ -169,9 +157,7 @@ def test_links_are_random_hashed_and_not_kept_in_mail(client: httpx.Client, smtp
 def test_an_expired_verification_link_does_nothing(
     database: str, smtp: SmtpServer, admin: Admin, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    settings = settings_for(
-        database, DATA_DIR=str(tmp_path_factory.mktemp("data")), SMTP_URL=smtp.url(), VERIFY_LINK_LIFETIME="0"
-    )
+    settings = mailing_settings(database, smtp, tmp_path_factory.mktemp("data"), VERIFY_LINK_LIFETIME="0")
     email = new_email()
     with LiveServer(settings) as server, server.client() as http:
         sign_up(http, email)
@@ -293,9 +279,7 @@ def test_forms_without_their_csrf_token_change_nothing(browser: Browser, admin: 
 def test_sign_up_and_reset_are_limited_per_email(
     database: str, smtp: SmtpServer, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    settings = settings_for(
-        database, DATA_DIR=str(tmp_path_factory.mktemp("data")), SMTP_URL=smtp.url(), SIGNIN_LIMIT_PER_EMAIL="2/minute"
-    )
+    settings = mailing_settings(database, smtp, tmp_path_factory.mktemp("data"), SIGNIN_LIMIT_PER_EMAIL="2/minute")
     email = new_email()
     with LiveServer(settings) as server, server.client() as http:
         sign_up(http, email)

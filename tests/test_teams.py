@@ -12,8 +12,8 @@ import pytest
 
 from rpc.ops import admin as ops
 from tests.browser import Browser, forms, location, text
-from tests.smtp import SmtpServer
-from tests.support import Admin, LiveServer, User, me, refused, settings_for
+from tests.smtp import SmtpServer, mailing_settings
+from tests.support import Admin, LiveServer, User, me, refused
 from tests.test_oauth import register, tokens
 from tests.test_people import login, new_email
 
@@ -21,19 +21,8 @@ JOINER_PASSWORD = "compilers rule 1952"
 
 
 @pytest.fixture(scope="module")
-def smtp() -> Iterator[SmtpServer]:
-    with SmtpServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def settings(database: str, smtp: SmtpServer, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return settings_for(
-        database,
-        DATA_DIR=str(tmp_path_factory.mktemp("data")),
-        SMTP_URL=smtp.url(),
-        SIGNIN_LIMIT_PER_EMAIL="100000/minute",
-    )
+    return mailing_settings(database, smtp, tmp_path_factory.mktemp("data"))
 
 
 @pytest.fixture
