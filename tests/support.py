@@ -172,16 +172,19 @@ class Admin:
 
         return _run(go())
 
-    def plan_changes(self, account_id: str) -> list[tuple[str, str | None]]:
-        """Who changed the account's plan (`actor_kind`, `actor_id`), oldest first, by the audit log, whose chain is
-        verified first."""
+    def audit_trail(self, target_id: str) -> list[tuple[str, str, str | None]]:
+        """The audit log's entries about `target_id`, oldest first, as `(action, actor_kind, actor_id)`; the chain
+        is verified first."""
         assert self.run(audit_log.verify)["ok"] is True
         rows = self.sql(
-            "SELECT actor_kind, actor_id FROM audit_entries"
-            " WHERE action = 'plan.changed' AND account_id = %(a)s AND target_id = %(a)s::text ORDER BY id",
-            {"a": account_id},
+            "SELECT action, actor_kind, actor_id FROM audit_entries WHERE target_id = %(t)s::text ORDER BY id",
+            {"t": target_id},
         )
-        return [(row["actor_kind"], row["actor_id"]) for row in rows]
+        return [(row["action"], row["actor_kind"], row["actor_id"]) for row in rows]
+
+    def plan_changes(self, account_id: str) -> list[tuple[str, str | None]]:
+        """Who changed the account's plan (`actor_kind`, `actor_id`), oldest first, by the audit log."""
+        return [(kind, actor) for action, kind, actor in self.audit_trail(account_id) if action == "plan.changed"]
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:

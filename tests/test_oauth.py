@@ -893,6 +893,13 @@ def test_authorized_apps_and_revoke_access(
             oauth_error(refresh(client, app, issued["refresh_token"]), "invalid_grant")
         assert admin.run(authorized_apps, person.user_id) == []
         assert admin.run(revoke_access, person.user_id, app.client_id) == 0
+        approved = ("oauth_grant.approved", "user", person.user_id)
+        assert admin.audit_trail(app.client_id) == [
+            ("oauth_client.created", "operator", None),  # `register` is bin/admin create-oauth-client
+            approved,
+            approved,
+            ("oauth_grant.revoked", "user", person.user_id),
+        ]
     finally:
         browser.close()
 

@@ -671,6 +671,8 @@ def test_adding_an_endpoint_shows_its_secret_and_lists_it(
     listed = text(open_page(browser, "/panel/webhooks"))
     assert hook.url in listed and "application.created" in listed and "enabled" in listed and "none yet" in listed
     assert secret not in open_page(browser, f"/panel/webhooks/{endpoint_id}").text, "shown on request only"
+    created = [("webhook.created", "user", owner.user_id)]
+    assert admin.audit_trail(endpoint_id) == created, "showing the secret once on creation is no reveal"
 
 
 def test_adding_an_endpoint_redirects_to_it_and_a_reload_adds_nothing(
@@ -838,6 +840,7 @@ def test_deleting_an_endpoint_asks_first_and_sends_it_nothing_more(
     assert "The endpoint was deleted" in text(done) and endpoint_id not in done.text
     assert admin.sql("SELECT count(*) AS n FROM webhook_endpoints WHERE id = %(e)s", {"e": endpoint_id}) == [{"n": 0}]
     assert browser.get(f"/panel/webhooks/{endpoint_id}").status_code == 404
+    assert [action for action, *_ in admin.audit_trail(endpoint_id)] == ["webhook.created", "webhook.deleted"]
 
 
 def test_a_failed_delivery_can_be_redelivered_once(
@@ -950,6 +953,12 @@ def test_reveal_and_rotate_the_secret(browser_of: Any, admin: Admin, owner: User
         {"overlap_until": None}
     ]
     assert submit(browser, page, f"/panel/webhooks/{endpoint_id}/rotate").status_code == 400
+    assert admin.audit_trail(endpoint_id) == [
+        ("webhook.created", "user", owner.user_id),
+        ("webhook.secret_revealed", "user", owner.user_id),
+        ("webhook.secret_rotated", "user", owner.user_id),
+        ("webhook.secret_rotated", "user", owner.user_id),
+    ], "the refused rotation records nothing"
 
 
 def test_edit_disable_and_enable_an_endpoint(browser_of: Any, admin: Admin, owner: User, receiver: Receiver) -> None:
@@ -975,6 +984,8 @@ def test_edit_disable_and_enable_an_endpoint(browser_of: Any, admin: Admin, owne
     assert "disabled" in text(page) and not admin.run(admin.webhooks.get, owner.account_id, endpoint_id).enabled
     page = follow(browser, submit(browser, page, f"/panel/webhooks/{endpoint_id}/enabled"))
     assert "is enabled" in text(page) and admin.run(admin.webhooks.get, owner.account_id, endpoint_id).enabled
+    updates = [action for action, *_ in admin.audit_trail(endpoint_id)]
+    assert updates == ["webhook.created"] + ["webhook.updated"] * 3, "the refused edit records nothing"
 
 
 def test_another_accounts_endpoints_and_deliveries_are_404(
@@ -1049,6 +1060,7 @@ def test_registering_a_confidential_app_shows_its_secret_once(browser_of: Any, a
     )
     listed = open_page(browser, "/panel/oauth-apps")
     assert secret not in listed.text and client_id in text(listed) and "confidential" in text(listed)
+    assert admin.audit_trail(client_id) == [("oauth_client.created", "user", owner.user_id)]
 
 
 def test_a_public_app_gets_no_secret(browser_of: Any, owner: User) -> None:
@@ -1098,6 +1110,7 @@ def test_edit_redirect_uris_then_delete_the_app(browser_of: Any, admin: Admin, o
     assert "was deleted" in text(done)
     assert admin.sql("SELECT 1 FROM oauth_clients WHERE id = %(i)s", {"i": client_id}) == []
     assert browser.get(f"/panel/oauth-apps/{client_id}").status_code == 404
+    assert [action for action, *_ in admin.audit_trail(client_id)] == ["oauth_client.created", "oauth_client.deleted"]
 
 
 def test_another_accounts_apps_are_404(browser_of: Any, admin: Admin, owner: User, stranger: User) -> None:
@@ -1170,6 +1183,9 @@ def test_authorized_apps_and_revoke_access(
     assert "not authorized any application" in text(open_page(person, "/panel/authorized-apps"))
     access = _authorize(person, client, client_id)
     assert client.get("/v1/profile.me", headers=bearer(access)).status_code == 200
+    assert client.get("/v1/profile.export", headers=bearer(access)).status_code == 200
+    exported = [entry for entry in admin.audit_trail(owner.user_id) if entry[0] == "profile.exported"]
+    assert exported == [("profile.exported", "oauth_client", client_id)], "a token acts as its application"
 
     page = open_page(person, "/panel/authorized-apps")
     assert "Calendar Sync" in text(page) and "read:profile" in text(page)
@@ -1177,6 +1193,8 @@ def test_authorized_apps_and_revoke_access(
     done = follow(person, submit(person, page, "/panel/authorized-apps/revoke"))
     assert "Access was revoked" in text(done) and "Calendar Sync" not in text(done)
     assert client.get("/v1/profile.me", headers=bearer(access)).status_code == 401
+    grants = [entry for entry in admin.audit_trail(client_id) if entry[0].startswith("oauth_grant.")]
+    assert grants == [("oauth_grant.approved", "user", owner.user_id), ("oauth_grant.revoked", "user", owner.user_id)]
 
 
 def test_rotating_a_client_secret_shows_it_once_and_keeps_every_authorization(
