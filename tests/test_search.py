@@ -7,7 +7,8 @@ import base64
 import datetime as dt
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import groupby
 from typing import Any
 
 import httpx
@@ -53,6 +54,25 @@ def walk(call: Call, who: User, per_page: int, **params: Any) -> tuple[list[str]
     return [job["id"] for page in pages for job in page["data"]], pages
 
 
+def both_ways(client: httpx.Client, call: Call, who: User, **params: Any) -> list[httpx.Response]:
+    """The same search by POST (a JSON body) and by GET (a query string): both are decoded by the same rules."""
+    query = {name: str(value) for name, value in params.items()}
+    return [call("jobs.search", who, **params), client.get("/v1/jobs.search", params=query, headers=bearer(who.token))]
+
+
+def refused_field(response: httpx.Response) -> str:
+    """The one field a `422 invalid_params` names."""
+    errors = refused(response, 422, "invalid_params")["details"]["errors"]
+    assert len(errors) == 1, errors
+    field: str = errors[0]["field"]
+    return field
+
+
+def grouped(values: list[dict[str, Any]]) -> list[tuple[int, set[str]]]:
+    """A facet's values grouped by count in the order shown, so that ties may come in any order."""
+    return [(count, {entry["value"] for entry in group}) for count, group in groupby(values, lambda v: v["count"])]
+
+
 def insert(admin: Admin, owner: User, title: str, **fields: Any) -> str:
     """A job written straight to the database (the search document comes from schema.sql's trigger)."""
     row = {
@@ -95,6 +115,15 @@ def corpus(admin: Admin, employer: User) -> dict[str, str]:
 def searcher(admin: Admin) -> User:
     """A candidate with a budget of its own."""
     return admin.user("candidate")
+
+
+@pytest.fixture
+def word(admin: Admin) -> Iterator[str]:
+    """A word of the test's own, in the title of every job it inserts; they are deleted afterwards, so that the
+    searches over every published job (the property below) still fit one page."""
+    word = f"zq{uuid.uuid4().hex[:8]}"
+    yield word
+    admin.sql("DELETE FROM jobs WHERE title LIKE %(pattern)s", {"pattern": f"%{word}%"})
 
 
 @pytest.fixture
@@ -147,6 +176,14 @@ def test_empty_or_absent_q_is_every_published_job(
 def test_q_longer_than_200_characters_is_refused(call: Call, searcher: User) -> None:
     refused(call("jobs.search", searcher, q="a" * 201), 422, "invalid_params")
     ok(call("jobs.search", searcher, q="a" * 200))
+
+
+def test_the_limit_of_q_counts_characters_not_bytes(client: httpx.Client, call: Call, searcher: User) -> None:
+    """Two bytes each in UTF-8: 200 "ü" are 400 bytes, and still 200 characters."""
+    for response in both_ways(client, call, searcher, q="ü" * 200):
+        assert ok(response)["total"] == 0
+    for response in both_ways(client, call, searcher, q="ü" * 201):
+        assert refused_field(response) == "q"
 
 
 # -- What matches ---------------------------------------------------------------------------------------------
@@ -205,6 +242,7 @@ def test_title_matches_rank_above_description_matches(find: Callable[..., list[s
     in_title = {"Senior Python Developer", "Python Engineer"}
     assert set(found[:2]) == in_title, "five pythons in a description do not beat one in a title"
     assert found[-1] in {"Data Engineer", "Office Manager"}
+    assert find(q="python", sort="relevance") == found, "relevance is the default when q has words"
 
 
 def test_equal_relevance_is_newest_first_then_by_id(admin: Admin, employer: User, call: Call, searcher: User) -> None:
@@ -293,6 +331,34 @@ def test_the_answer_has_its_shape_and_an_exact_total(call: Call, searcher: User,
     assert all(set(job) == SUMMARY_KEYS and job["status"] == "published" for job in result["data"])
 
 
+@pytest.mark.parametrize("per_page", [0, 101])
+def test_per_page_outside_1_to_100_is_refused(
+    client: httpx.Client, call: Call, searcher: User, corpus: dict[str, str], per_page: int
+) -> None:
+    for response in both_ways(client, call, searcher, per_page=per_page):
+        assert refused_field(response) == "per_page"
+
+
+@pytest.mark.parametrize("per_page", [1, 100])
+def test_per_page_from_1_to_100_is_taken(
+    client: httpx.Client, call: Call, searcher: User, corpus: dict[str, str], per_page: int
+) -> None:
+    for response in both_ways(client, call, searcher, per_page=per_page):
+        result = ok(response)
+        assert result["per_page"] == per_page
+        assert len(result["data"]) == min(per_page, result["total"])
+
+
+def test_per_page_is_20_by_default(admin: Admin, employer: User, call: Call, searcher: User, word: str) -> None:
+    for _ in range(25):
+        insert(admin, employer, f"Glazier {word}")
+    first = search(call, searcher, q=word)
+    assert (first["per_page"], len(first["data"]), first["total"]) == (20, 20, 25)
+    assert first["next_cursor"] is not None
+    second = search(call, searcher, q=word, cursor=first["next_cursor"])
+    assert (second["per_page"], len(second["data"]), second["next_cursor"]) == (20, 5, None)
+
+
 def test_facets_count_the_whole_matching_set(call: Call, searcher: User, corpus: dict[str, str]) -> None:
     result = search(call, searcher, q="engineer", facets=True, per_page=1)
     assert result["facets"] == {
@@ -329,6 +395,33 @@ def test_facets_keep_the_ten_largest(admin: Admin, employer: User, call: Call, s
     assert facets["employment_type"] == []
 
 
+def test_facets_are_largest_first_not_alphabetical(
+    admin: Admin, employer: User, call: Call, searcher: User, word: str
+) -> None:
+    """Counts that run against the alphabet, with eleven values where the first in the alphabet is the smallest:
+    it is the one left out (Alfa, Aster). Ties are not compared: the contract does not order them."""
+    towns = {"Alfa": 1, "Bravo": 2, "Charlie": 2, "Delta": 2, "Echo": 2, "Foxtrot": 2}
+    towns |= {"Golf": 3, "Hotel": 3, "India": 3, "Juliett": 3, "Kilo": 3}
+    companies = {"Aster": 1, "Daisy": 2, "Iris": 2, "Lily": 2, "Orchid": 2, "Poppy": 2, "Rose": 2}
+    companies |= {"Tulip": 3, "Violet": 3, "Yarrow": 3, "Zinnia": 4}
+    kinds = {"contract": 1, "full_time": 3, "internship": 5, "part_time": 7, "temporary": 10}
+    spread = [[value for value, count in counts.items() for _ in range(count)] for counts in (towns, companies, kinds)]
+    assert len({len(values) for values in spread}) == 1, "one value of each facet per job"
+    for town, company, kind in zip(*spread, strict=True):
+        insert(admin, employer, f"Roofer {word}", location=town, company=company, employment_type=kind)
+    facets = search(call, searcher, q=word, facets=True, per_page=1)["facets"]
+    assert facets["employment_type"] == [{"value": kind, "count": kinds[kind]} for kind in reversed(kinds)]
+    assert grouped(facets["location"]) == [
+        (3, {"Golf", "Hotel", "India", "Juliett", "Kilo"}),
+        (2, {"Bravo", "Charlie", "Delta", "Echo", "Foxtrot"}),
+    ]
+    assert grouped(facets["company"]) == [
+        (4, {"Zinnia"}),
+        (3, {"Tulip", "Violet", "Yarrow"}),
+        (2, {"Daisy", "Iris", "Lily", "Orchid", "Poppy", "Rose"}),
+    ]
+
+
 def test_get_takes_query_parameters(client: httpx.Client, searcher: User, corpus: dict[str, str]) -> None:
     response = client.get(
         "/v1/jobs.search",
@@ -361,6 +454,26 @@ def test_pages_follow_the_cursor_to_the_end(call: Call, searcher: User, corpus: 
     assert ids == [job["id"] for job in search(call, searcher, q="engineer or developer", per_page=100)["data"]]
 
 
+def test_cursors_have_no_depth_limit(admin: Admin, employer: User, call: Call, word: str) -> None:
+    """Past the 10,000 rows that page numbers may reach in jobs.list (CONTRACT.md §14): 101 pages of 100, every
+    match once, in the order of equal relevance (newest first, then by id)."""
+    rows = admin.sql(
+        "INSERT INTO jobs (account_id, title, company, location, status, published_at)"
+        " SELECT %(account)s::uuid, %(title)s, 'Acme', 'Remote', 'published',"
+        " %(epoch)s::timestamptz + mod(n, 7) * interval '1 minute' FROM generate_series(1, 10050) AS n"
+        " RETURNING id::text AS id, published_at",
+        {"account": employer.account_id, "title": f"Mason {word}", "epoch": EPOCH},
+    )
+    newest = sorted(rows, key=lambda row: (row["published_at"], uuid.UUID(row["id"])), reverse=True)
+    reader = admin.user("candidate")  # a budget of its own for 101 calls
+    ids, pages = walk(call, reader, 100, q=word)
+    assert [page["page"] for page in pages] == list(range(1, 102))
+    assert pages[-1]["next_cursor"] is None
+    assert all(page["total"] == 10_050 for page in pages)
+    assert len(ids) == len(set(ids)) == 10_050
+    assert ids == [row["id"] for row in newest]
+
+
 def test_per_page_may_change_between_pages(call: Call, searcher: User, corpus: dict[str, str]) -> None:
     first = search(call, searcher, per_page=2)
     second = search(call, searcher, per_page=5, cursor=first["next_cursor"])
@@ -370,8 +483,28 @@ def test_per_page_may_change_between_pages(call: Call, searcher: User, corpus: d
 
 @pytest.mark.parametrize(
     "change",
-    [{"q": "python"}, {"q": "engineers"}, {"sort": "newest"}, {"location": "berlin"}, {}, {"facets": True}],
-    ids=["same-words-other-q", "changed", "added", "added-filter", "left-out", "facets"],
+    [
+        {"q": "python"},
+        {"q": "engineers"},
+        {"sort": "newest"},
+        {"location": "berlin"},
+        {},
+        {"facets": True},
+        {"company": "initech"},
+        {"posted_after": "2026-01-01T00:00:00Z"},
+        {"employment_type": ["contract", "part_time"]},
+    ],
+    ids=[
+        "same-words-other-q",
+        "changed",
+        "added",
+        "added-filter",
+        "left-out",
+        "facets",
+        "added-company",
+        "added-posted-after",
+        "changed-type",
+    ],
 )
 def test_a_cursor_is_bound_to_its_query(call: Call, searcher: User, corpus: dict[str, str], change: Any) -> None:
     asked = {"q": "engineer", "employment_type": ["contract", "full_time"]}
@@ -385,6 +518,23 @@ def test_a_cursor_is_bound_to_its_query(call: Call, searcher: User, corpus: dict
     assert body["details"]["errors"] == [{"field": "cursor", "message": body["details"]["errors"][0]["message"]}]
     reordered = {"q": "engineer", "employment_type": ["full_time", "contract"]}
     assert search(call, searcher, per_page=1, cursor=first["next_cursor"], **reordered)["page"] == 2
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"company": "initech"}, {"posted_after": "2026-01-01T00:00:00Z"}, {"facets": False}],
+    ids=["company", "posted-after", "facets-false"],
+)
+def test_a_cursor_is_refused_without_a_parameter_it_was_asked_with(
+    call: Call, searcher: User, corpus: dict[str, str], extra: dict[str, Any]
+) -> None:
+    """Leaving a parameter out is a change too, even one whose value was the default (`facets=false`)."""
+    asked = {"q": "engineer or developer", **extra}
+    first = search(call, searcher, per_page=1, **asked)
+    assert first["next_cursor"] is not None
+    response = call("jobs.search", searcher, per_page=1, cursor=first["next_cursor"], q=asked["q"])
+    assert refused_field(response) == "cursor"
+    assert search(call, searcher, per_page=1, cursor=first["next_cursor"], **asked)["page"] == 2
 
 
 @pytest.mark.parametrize("bad", ["", "not a cursor", "W10", "eyJ4IjoxfQ", "!" * 40, "a" * 1001])

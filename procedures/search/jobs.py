@@ -44,7 +44,9 @@ class SearchJobs(Params, frozen=True, kw_only=True):
     sort: Sort | None = None
     per_page: Annotated[int, msgspec.Meta(ge=1, le=100, description="Items per page, 1..100.")] = 20
     cursor: Annotated[str, msgspec.Meta(max_length=1000, description="The previous page's next_cursor.")] | None = None
-    facets: bool = False
+    # None when left out, so that a cursor asked with `facets=false` and followed without it is refused, as
+    # every parameter left out is (CONTRACT.md §15).
+    facets: bool | None = None
 
 
 class SearchPage(Struct, frozen=True, kw_only=True):
