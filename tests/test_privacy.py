@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 import uuid
 from collections.abc import Callable
@@ -13,7 +14,9 @@ import pytest
 from rpc.audit import log as audit_log
 from rpc.ops import admin as ops
 from rpc.privacy.retention import RetentionSettings, retain
-from tests.support import Admin, User, ok, refused
+from tests.browser import Browser, location
+from tests.support import Admin, LiveServer, User, ok, refused
+from tests.test_oauth import oauth_error, refresh, register, tokens
 
 Call = Callable[..., httpx.Response]
 EXPORT_KEYS = {"profile", "applications", "api_keys", "oauth_grants", "sessions", "audit"}
@@ -26,15 +29,20 @@ def _job(call: Call, owner: User) -> str:
 
 
 def _person(admin: Admin, call: Call) -> tuple[User, dict[str, str]]:
-    """A candidate with a name, a bio and cover letters: every string erasure must remove."""
+    """A candidate with a name, a headline, a location, a bio, and a cover letter and a resume URL for their
+    applications: every string erasure must remove."""
     person = admin.user("candidate")
     marks = {
         "email": person.email,
         "name": f"Zeynep-{uuid.uuid4().hex}",
+        "headline": f"headline-{uuid.uuid4().hex}",
+        "location": f"Kadikoy-{uuid.uuid4().hex}",
         "bio": f"bio-{uuid.uuid4().hex}",
         "letter": f"letter-{uuid.uuid4().hex}",
+        "resume": f"https://cv.example.test/{uuid.uuid4().hex}.pdf",
     }
-    ok(call("profile.update", person, display_name=marks["name"], bio=marks["bio"]))
+    profile = {k: marks[k] for k in ("headline", "location", "bio")}
+    ok(call("profile.update", person, display_name=marks["name"], **profile))
     return person, marks
 
 
@@ -115,11 +123,41 @@ def test_delete_needs_the_callers_email_and_changes_nothing_otherwise(call: Call
     assert ok(call("profile.me", person))["email"] == person.email
 
 
-def test_delete_erases_the_person_everywhere(call: Call, client: httpx.Client, admin: Admin, employer: User) -> None:
+def test_delete_needs_write_profile_and_ends_the_api_keys(call: Call, admin: Admin) -> None:
+    """API keys are employers' (candidates have none): an employer's key stops with its erased owner."""
+    person = admin.user("employer")
+    key = admin.api_key(person, scopes="read:profile")["key"]
+    error = refused(call("profile.delete", key, confirm=person.email), 403, "insufficient_scope")
+    assert error["details"]["required"] == "write:profile"
+    assert ok(call("profile.me", key))["email"] == person.email  # still there, and so is the key
+    ok(call("profile.delete", person, confirm=person.email))
+    refused(call("profile.me", key), 401, "invalid_api_key")
+
+
+def test_delete_erases_the_person_everywhere(
+    call: Call, client: httpx.Client, live: LiveServer, admin: Admin, employer: User
+) -> None:
     person, marks = _person(admin, call)
-    applied = ok(call("applications.create", person, job_id=_job(call, employer), cover_letter=marks["letter"]))
+    applied = ok(
+        call(
+            "applications.create",
+            person,
+            job_id=_job(call, employer),
+            cover_letter=marks["letter"],
+            resume_url=marks["resume"],
+        )
+    )
     ok(call("applications.update_status", employer, id=applied["id"], status="reviewed"))
     login = client.post("/auth/login", json={"email": person.email, "password": person.password}).json()
+    # Every other kind of credential a candidate can hold (API keys are employers'): a panel session, an OAuth
+    # grant's tokens.
+    browser = Browser(live.url)
+    assert location(browser.sign_in(person, "/panel")) == "/panel"
+    assert browser.get("/panel").status_code == 200
+    app = register(admin, employer, public=True)
+    grant = tokens(client, browser, app, "read:profile")
+    for credential in (person.token, login["access_token"], grant["access_token"]):
+        assert ok(call("profile.me", credential))["id"] == person.user_id
     # A message addressed to them (its recipient is kept in mail_messages) and an invitation to another account.
     assert client.post("/auth/password-reset", json={"email": person.email}).status_code == 202
     admin.sql(
@@ -131,19 +169,24 @@ def test_delete_erases_the_person_everywhere(call: Call, client: httpx.Client, a
     _wait_for_mail(admin, person.email)
     hook = admin.webhook(person, "http://127.0.0.1:9/nowhere", ["user.deleted"])
     ok(call("profile.export", person))  # the export's answer is not kept; an idempotent update's is
-    client.post("/v1/profile.update", json={"headline": marks["bio"]}, headers={**person.auth, "Idempotency-Key": "k1"})
+    client.post(
+        "/v1/profile.update", json={"headline": marks["headline"]}, headers={**person.auth, "Idempotency-Key": "k1"}
+    )
     for mark in marks.values():
         assert _everywhere(admin, mark), mark  # the search finds what is there
 
     done = ok(call("profile.delete", person, confirm=person.email.upper()))
     assert done == {"id": person.user_id, "deleted": True}
+    assert admin.audit_trail(person.user_id)[-1] == ("user.deleted", "user", person.user_id)
 
     for mark in marks.values():
         assert _everywhere(admin, mark) == [], mark
-    for credential in (person.token, login["access_token"]):
+    for credential in (person.token, login["access_token"], grant["access_token"]):
         assert call("profile.me", credential).status_code == 401
-    refresh = client.post("/auth/refresh", json={"refresh_token": login["refresh_token"]})
-    assert refresh.status_code == 401
+    assert client.post("/auth/refresh", json={"refresh_token": login["refresh_token"]}).status_code == 401
+    oauth_error(refresh(client, app, grant["refresh_token"]), "invalid_grant")
+    assert location(browser.get("/panel")).startswith("/web/signin")
+    browser.close()
     kept = ok(call("applications.get", employer, id=applied["id"]))
     assert kept["candidate_id"] == person.user_id and kept["status"] == "reviewed"
     assert kept["cover_letter"] is None and kept["resume_url"] is None
@@ -247,6 +290,29 @@ def test_audit_list_filters_and_pages(call: Call, admin: Admin) -> None:
     assert _audit(call, boss, since="2999-01-01T00:00:00Z")["data"] == []
 
 
+def test_audit_list_finds_an_actors_entries_and_those_since_a_time(
+    call: Call, client: httpx.Client, admin: Admin
+) -> None:
+    """The filters must narrow to the matching entries, not only to none: one person's own among an operator's
+    and a colleague's, and what came after a moment among what came before."""
+    boss = admin.user("employer")
+    colleague = admin.user("employer", account_id=boss.account_id)
+    admin.api_key(boss)  # the operator's entry about the boss
+    client.post("/auth/login", json={"email": boss.email, "password": boss.password})
+    client.post("/auth/login", json={"email": colleague.email, "password": colleague.password})
+    mine = _audit(call, boss, actor_id=boss.user_id)["data"]
+    assert [(e["action"], e["actor_kind"], e["actor_id"]) for e in mine] == [("signin.succeeded", "user", boss.user_id)]
+    theirs = _audit(call, boss, actor_id=colleague.user_id)["data"]
+    assert [(e["action"], e["actor_id"]) for e in theirs] == [("signin.succeeded", colleague.user_id)]
+
+    time.sleep(0.01)
+    between = admin.sql("SELECT now() AS t")[0]["t"].astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    time.sleep(0.01)
+    key = admin.api_key(boss)
+    later = _audit(call, boss, since=between)["data"]  # not the plan, the first key or the two sign-ins
+    assert [(e["action"], e["target_id"]) for e in later] == [("api_key.created", key["id"])]
+
+
 def test_audit_list_needs_read_audit_and_an_employer(call: Call, admin: Admin) -> None:
     boss = admin.user("employer")
     refused(call("audit.list", admin.api_key(boss, scopes="read:jobs")["key"]), 403, "insufficient_scope")
@@ -254,33 +320,115 @@ def test_audit_list_needs_read_audit_and_an_employer(call: Call, admin: Admin) -
     refused(call("audit.list", admin.user("candidate")), 403, "forbidden")
 
 
-def test_retention_keeps_deliveries_and_anonymizes_old_final_applications(
-    call: Call, admin: Admin, employer: User
-) -> None:
-    person, marks = _person(admin, call)
-    old = ok(call("applications.create", person, job_id=_job(call, employer), cover_letter=marks["letter"]))
-    new = ok(call("applications.create", person, job_id=_job(call, employer), cover_letter=marks["letter"]))
-    ok(call("applications.update_status", employer, id=old["id"], status="rejected"))
-    ok(call("applications.update_status", employer, id=new["id"], status="rejected"))
-    admin.sql(
-        "UPDATE applications SET updated_at = now() - interval '731 days' WHERE id = %(id)s::uuid", {"id": old["id"]}
+def _payment_records(admin: Admin, account_id: str) -> list[dict[str, Any]]:
+    """The account's payments and invoices, and the provider's notifications about its orders, each row whole."""
+    return admin.sql(
+        """SELECT 'payment' AS kind, to_jsonb(p) AS row FROM payments AS p WHERE account_id = %(a)s::uuid
+           UNION ALL SELECT 'invoice', to_jsonb(i) FROM invoices AS i WHERE account_id = %(a)s::uuid
+           UNION ALL SELECT 'notification', to_jsonb(n) FROM payment_notifications AS n
+                     WHERE merchant_oid IN (SELECT merchant_oid FROM payments WHERE account_id = %(a)s::uuid)
+           ORDER BY 1""",
+        {"a": account_id},
     )
-    admin.sql("UPDATE events SET created_at = now() - interval '31 days'")
-    admin.sql("UPDATE webhook_attempts SET started_at = now() - interval '31 days'")
-    deliveries = admin.sql("SELECT id, status FROM webhook_deliveries ORDER BY id")
 
+
+def _old_payment(admin: Admin, owner: User) -> None:
+    """A completed payment with its invoice and the provider's notification, older than both periods."""
+    oid = uuid.uuid4().hex
+    admin.sql(
+        """WITH s AS (
+             INSERT INTO subscriptions (account_id, plan, status, current_period_start, current_period_end,
+                                        created_at, updated_at, cancelled_at)
+             VALUES (%(a)s::uuid, 'pro', 'cancelled', now() - interval '800 days', now() - interval '770 days',
+                     now() - interval '800 days', now() - interval '770 days', now() - interval '770 days')
+             RETURNING id),
+           p AS (
+             INSERT INTO payments (account_id, subscription_id, provider, merchant_oid, amount, currency, status,
+                                   created_at, updated_at, completed_at)
+             SELECT %(a)s::uuid, id, 'paytr', %(o)s, 99900, 'TRY', 'completed', now() - interval '800 days',
+                    now() - interval '800 days', now() - interval '800 days' FROM s
+             RETURNING id),
+           n AS (
+             INSERT INTO payment_notifications (provider, received_at, remote_address, merchant_oid, fields, verdict)
+             VALUES ('paytr', now() - interval '800 days', '127.0.0.1', %(o)s, '{"status": "success"}', 'applied'))
+         INSERT INTO invoices (account_id, payment_id, number, amount, currency, line_items, issued_at)
+         SELECT %(a)s::uuid, id, %(n)s, 99900, 'TRY', '[{"plan": "pro"}]', now() - interval '800 days' FROM p""",
+        {"a": owner.account_id, "o": oid, "n": f"OLD-{oid[:12]}"},
+    )
+
+
+def _retain_all(admin: Admin) -> None:
     async def run(conn: Any) -> dict[str, int]:
         async with conn.transaction():
             return await retain(conn, RetentionSettings(), batch=2)
 
     while any(admin.run(run).values()):  # bounded batches, until there is nothing left
         pass
-    rows = admin.sql("SELECT id::text AS id, cover_letter FROM applications WHERE candidate_id = %(c)s::uuid",
-                     {"c": person.user_id})  # fmt: skip
-    assert {r["id"]: r["cover_letter"] for r in rows} == {old["id"]: None, new["id"]: marks["letter"]}
-    assert admin.sql("SELECT count(*) AS n FROM events WHERE body <> ''::bytea") == [{"n": 0}]
-    assert admin.sql("SELECT count(*) AS n FROM webhook_attempts") == [{"n": 0}]
-    assert admin.sql("SELECT id, status FROM webhook_deliveries ORDER BY id") == deliveries
+
+
+def _deliveries_aged(admin: Admin, owner: User, days: tuple[int, ...]) -> list[dict[str, Any]]:
+    """For each age in `days`, an event, its finished delivery and one attempt, that many days old: written here,
+    not sent, so that the service's in-process delivery worker (which retries real deliveries) adds nothing."""
+    hook = admin.webhook(owner, "http://127.0.0.1:9/nowhere", ["job.closed"])
+    made = []
+    for age in days:
+        values = {"a": owner.account_id, "h": hook["id"], "d": age, "b": f'{{"age": {age}}}'.encode()}
+        [row] = admin.sql(
+            """WITH e AS (
+                 INSERT INTO events (id, kind, account_ids, body, created_at)
+                 VALUES (gen_random_uuid(), 'job.closed', ARRAY[%(a)s::uuid], %(b)s,
+                         now() - make_interval(days => %(d)s))
+                 RETURNING id),
+               d AS (
+                 INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, last_status_code)
+                 SELECT id, %(h)s::uuid, 'failed', 1, 500 FROM e RETURNING id, event_id)
+               INSERT INTO webhook_attempts (delivery_id, number, started_at, duration_ms, status_code)
+               SELECT id, 1, now() - make_interval(days => %(d)s), 5, 500 FROM d
+               RETURNING id AS attempt_id, delivery_id::text AS delivery_id,
+                         (SELECT event_id::text FROM d) AS event_id""",
+            values,
+        )
+        made.append({**row, "body": values["b"]})
+    return made
+
+
+def test_retention_keeps_deliveries_and_anonymizes_old_final_applications(call: Call, admin: Admin) -> None:
+    employer = admin.user("employer")
+    person, marks = _person(admin, call)
+    texts = {"cover_letter": marks["letter"], "resume_url": marks["resume"]}
+    old = ok(call("applications.create", person, job_id=_job(call, employer), **texts))
+    new = ok(call("applications.create", person, job_id=_job(call, employer), **texts))
+    waiting = ok(call("applications.create", person, job_id=_job(call, employer), **texts))  # still pending
+    ok(call("applications.update_status", employer, id=old["id"], status="rejected"))
+    ok(call("applications.update_status", employer, id=new["id"], status="rejected"))
+    admin.sql(
+        "UPDATE applications SET updated_at = now() - interval '731 days' WHERE id = ANY(%(ids)s::uuid[])",
+        {"ids": [old["id"], waiting["id"]]},
+    )
+    _old_payment(admin, employer)
+    payments = _payment_records(admin, employer.account_id)
+    assert {r["kind"] for r in payments} == {"payment", "invoice", "notification"}
+    aged, fresh = _deliveries_aged(admin, employer, (31, 29))  # either side of RETENTION_WEBHOOK_DAYS
+    ids = {name: [aged[name], fresh[name]] for name in ("event_id", "delivery_id", "attempt_id")}
+    deliveries = (
+        "SELECT id::text AS id, status, attempts FROM webhook_deliveries WHERE id = ANY(%(d)s::uuid[]) ORDER BY id"
+    )
+    before = admin.sql(deliveries, {"d": ids["delivery_id"]})
+
+    _retain_all(admin)
+    rows = admin.sql("SELECT id::text AS id, cover_letter, resume_url FROM applications "
+                     "WHERE candidate_id = %(c)s::uuid", {"c": person.user_id})  # fmt: skip
+    assert {r["id"]: (r["cover_letter"], r["resume_url"]) for r in rows} == {
+        old["id"]: (None, None),
+        new["id"]: (marks["letter"], marks["resume"]),
+        waiting["id"]: (marks["letter"], marks["resume"]),  # not final: the employer is still deciding
+    }
+    bodies = admin.sql("SELECT id::text AS id, body FROM events WHERE id = ANY(%(e)s::uuid[])", {"e": ids["event_id"]})
+    assert {r["id"]: r["body"] for r in bodies} == {aged["event_id"]: b"", fresh["event_id"]: fresh["body"]}
+    attempts = admin.sql("SELECT id FROM webhook_attempts WHERE id = ANY(%(a)s)", {"a": ids["attempt_id"]})
+    assert attempts == [{"id": fresh["attempt_id"]}]
+    assert admin.sql(deliveries, {"d": ids["delivery_id"]}) == before  # both, with their status
+    assert _payment_records(admin, employer.account_id) == payments  # accounting law: kept as they were
     assert admin.run(audit_log.verify)["ok"]
 
 
@@ -290,6 +438,8 @@ def test_retention_settings_are_read_and_checked() -> None:
     env = {"SERVICE_SECRET_KEY": "x" * 44, "RETENTION_WEBHOOK_DAYS": "7", "RETENTION_APPLICATION_DAYS": "90"}
     settings = Settings.from_env(env)
     assert settings.section("RETENTION_", RetentionSettings) == RetentionSettings(7, 90)
+    defaults = Settings.from_env({"SERVICE_SECRET_KEY": "x" * 44}).section("RETENTION_", RetentionSettings)
+    assert (defaults.webhook_days, defaults.application_days) == (30, 730)  # CONTRACT.md §20
     with pytest.raises(SettingsError):
         Settings.from_env({**env, "RETENTION_WEBHOOK_DAYS": "0"}).section("RETENTION_", RetentionSettings)
 
