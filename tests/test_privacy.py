@@ -134,6 +134,29 @@ def test_delete_needs_write_profile_and_ends_the_api_keys(call: Call, admin: Adm
     refused(call("profile.me", key), 401, "invalid_api_key")
 
 
+def test_no_credential_resolves_to_an_erased_person(
+    call: Call, client: httpx.Client, live: LiveServer, admin: Admin, employer: User
+) -> None:
+    """Erasure deletes every credential; one that outlived it (made in the same instant, say) still finds no
+    person: every lookup asks that its user is not erased. Here the credentials are left in place on purpose."""
+    boss = admin.user("employer")
+    key = admin.api_key(boss, scopes="read:profile")["key"]
+    login = client.post("/auth/login", json={"email": boss.email, "password": boss.password}).json()
+    browser = Browser(live.url)
+    assert location(browser.sign_in(boss, "/panel")) == "/panel"
+    app = register(admin, employer, public=True)
+    grant = tokens(client, browser, app, "read:profile")
+    admin.sql("UPDATE users SET deleted_at = now() WHERE id = %(u)s", {"u": boss.user_id})
+
+    refused(call("profile.me", key), 401, "invalid_api_key")
+    for token in (boss.token, login["access_token"], grant["access_token"]):
+        assert call("profile.me", token).status_code == 401
+    assert client.post("/auth/refresh", json={"refresh_token": login["refresh_token"]}).status_code == 401
+    oauth_error(refresh(client, app, grant["refresh_token"]), "invalid_grant")
+    assert location(browser.get("/panel")).startswith("/web/signin")
+    browser.close()
+
+
 def test_delete_erases_the_person_everywhere(
     call: Call, client: httpx.Client, live: LiveServer, admin: Admin, employer: User
 ) -> None:

@@ -42,7 +42,7 @@ SELECT k.id, k.scopes, k.last_used_at, u.id AS user_id, u.account_id, u.role, a.
 FROM api_keys AS k
 JOIN users AS u ON u.id = k.user_id
 JOIN accounts AS a ON a.id = u.account_id
-WHERE k.key_hash = %(credential_hash)s AND k.revoked_at IS NULL
+WHERE k.key_hash = %(credential_hash)s AND k.revoked_at IS NULL AND u.deleted_at IS NULL
 """
 _TOUCH_API_KEY = """
 UPDATE api_keys SET last_used_at = now()
@@ -65,7 +65,7 @@ FROM oauth_grants AS g
 JOIN users AS u ON u.id = g.user_id
 JOIN accounts AS a ON a.id = u.account_id
 WHERE g.id = %(credential_grant)s AND g.user_id = %(credential_user)s AND g.client_id = %(credential_client)s
-  AND g.revoked_at IS NULL AND {_LIVE_KEY}
+  AND g.revoked_at IS NULL AND u.deleted_at IS NULL AND {_LIVE_KEY}
 """
 _USER_BY_IDENTITY = """
 SELECT u.id AS user_id, u.account_id, u.role, a.plan

@@ -37,7 +37,7 @@ _LOCK_REFRESH = """
 SELECT r.id, r.family_id, r.user_id, r.expires_at < now() AS expired, r.used_at IS NOT NULL AS used,
        r.revoked_at IS NOT NULL AS revoked, u.session_epoch
 FROM refresh_tokens AS r JOIN users AS u ON u.id = r.user_id
-WHERE r.token_hash = %(hash)s
+WHERE r.token_hash = %(hash)s AND u.deleted_at IS NULL
 FOR UPDATE OF r
 """
 _MARK_USED = "UPDATE refresh_tokens SET used_at = now() WHERE id = %(id)s"

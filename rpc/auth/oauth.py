@@ -73,7 +73,7 @@ SELECT r.id, r.grant_id, r.expires_at < now() AS expired, r.used_at IS NOT NULL 
 FROM oauth_refresh_tokens AS r
 JOIN oauth_grants AS g ON g.id = r.grant_id
 JOIN users AS u ON u.id = g.user_id
-WHERE r.token_hash = %(hash)s
+WHERE r.token_hash = %(hash)s AND u.deleted_at IS NULL
 FOR UPDATE OF r, g
 """
 _ROTATE = "UPDATE oauth_refresh_tokens SET used_at = now() WHERE id = %(id)s"

@@ -38,7 +38,7 @@ _FORGET_EXPIRED = "DELETE FROM web_sessions WHERE user_id = %(user_id)s AND expi
 _CURRENT = """
 SELECT u.id AS user_id, u.email, u.role, u.account_id, u.display_name
 FROM web_sessions AS s JOIN users AS u ON u.id = s.user_id
-WHERE s.token_hash = %(hash)s AND s.expires_at > now()
+WHERE s.token_hash = %(hash)s AND s.expires_at > now() AND u.deleted_at IS NULL
 """
 _DELETE = "DELETE FROM web_sessions WHERE token_hash = %(hash)s"
 
