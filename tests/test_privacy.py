@@ -6,6 +6,7 @@ import datetime as dt
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -16,7 +17,7 @@ from rpc.ops import admin as ops
 from rpc.privacy.retention import RetentionSettings, retain
 from tests.browser import Browser, location
 from tests.support import Admin, LiveServer, User, ok, refused
-from tests.test_oauth import oauth_error, refresh, register, tokens
+from tests.test_oauth import App, oauth_error, refresh, register, tokens
 
 Call = Callable[..., httpx.Response]
 EXPORT_KEYS = {"profile", "applications", "api_keys", "oauth_grants", "sessions", "audit"}
@@ -63,6 +64,40 @@ def _everywhere(admin: Admin, text: str) -> list[str]:
         if admin.sql(query, {"t": text})[0]["n"]:
             found.append(f"{column['table_name']}.{column['column_name']}")
     return found
+
+
+@dataclass
+class _SignedIn:
+    """A person signed in every way but an API key: a session token, `/auth/login`'s tokens, a panel session
+    and an OAuth grant's tokens."""
+
+    person: User
+    login: dict[str, str]
+    browser: Browser
+    app: App
+    grant: dict[str, str]
+
+    @classmethod
+    def everywhere(
+        cls, client: httpx.Client, live: LiveServer, admin: Admin, person: User, developer: User
+    ) -> _SignedIn:
+        login = client.post("/auth/login", json={"email": person.email, "password": person.password}).json()
+        browser = Browser(live.url)
+        assert location(browser.sign_in(person, "/panel")) == "/panel"
+        app = register(admin, developer, public=True)
+        return cls(person, login, browser, app, tokens(client, browser, app, "read:profile"))
+
+    def bearers(self) -> tuple[str, ...]:
+        return self.person.token, self.login["access_token"], self.grant["access_token"]
+
+    def assert_stopped(self, call: Call, client: httpx.Client) -> None:
+        """Every one of them refused on its next use."""
+        for token in self.bearers():
+            assert call("profile.me", token).status_code == 401
+        assert client.post("/auth/refresh", json={"refresh_token": self.login["refresh_token"]}).status_code == 401
+        oauth_error(refresh(client, self.app, self.grant["refresh_token"]), "invalid_grant")
+        assert location(self.browser.get("/panel")).startswith("/web/signin")
+        self.browser.close()
 
 
 def _wait_for_mail(admin: Admin, recipient: str, timeout: float = 10) -> None:
@@ -141,20 +176,11 @@ def test_no_credential_resolves_to_an_erased_person(
     person: every lookup asks that its user is not erased. Here the credentials are left in place on purpose."""
     boss = admin.user("employer")
     key = admin.api_key(boss, scopes="read:profile")["key"]
-    login = client.post("/auth/login", json={"email": boss.email, "password": boss.password}).json()
-    browser = Browser(live.url)
-    assert location(browser.sign_in(boss, "/panel")) == "/panel"
-    app = register(admin, employer, public=True)
-    grant = tokens(client, browser, app, "read:profile")
+    signed_in = _SignedIn.everywhere(client, live, admin, boss, employer)
     admin.sql("UPDATE users SET deleted_at = now() WHERE id = %(u)s", {"u": boss.user_id})
 
     refused(call("profile.me", key), 401, "invalid_api_key")
-    for token in (boss.token, login["access_token"], grant["access_token"]):
-        assert call("profile.me", token).status_code == 401
-    assert client.post("/auth/refresh", json={"refresh_token": login["refresh_token"]}).status_code == 401
-    oauth_error(refresh(client, app, grant["refresh_token"]), "invalid_grant")
-    assert location(browser.get("/panel")).startswith("/web/signin")
-    browser.close()
+    signed_in.assert_stopped(call, client)
 
 
 def test_delete_erases_the_person_everywhere(
@@ -171,15 +197,9 @@ def test_delete_erases_the_person_everywhere(
         )
     )
     ok(call("applications.update_status", employer, id=applied["id"], status="reviewed"))
-    login = client.post("/auth/login", json={"email": person.email, "password": person.password}).json()
-    # Every other kind of credential a candidate can hold (API keys are employers'): a panel session, an OAuth
-    # grant's tokens.
-    browser = Browser(live.url)
-    assert location(browser.sign_in(person, "/panel")) == "/panel"
-    assert browser.get("/panel").status_code == 200
-    app = register(admin, employer, public=True)
-    grant = tokens(client, browser, app, "read:profile")
-    for credential in (person.token, login["access_token"], grant["access_token"]):
+    signed_in = _SignedIn.everywhere(client, live, admin, person, employer)  # API keys are employers'
+    assert signed_in.browser.get("/panel").status_code == 200
+    for credential in signed_in.bearers():
         assert ok(call("profile.me", credential))["id"] == person.user_id
     # A message addressed to them (its recipient is kept in mail_messages) and an invitation to another account.
     assert client.post("/auth/password-reset", json={"email": person.email}).status_code == 202
@@ -204,12 +224,7 @@ def test_delete_erases_the_person_everywhere(
 
     for mark in marks.values():
         assert _everywhere(admin, mark) == [], mark
-    for credential in (person.token, login["access_token"], grant["access_token"]):
-        assert call("profile.me", credential).status_code == 401
-    assert client.post("/auth/refresh", json={"refresh_token": login["refresh_token"]}).status_code == 401
-    oauth_error(refresh(client, app, grant["refresh_token"]), "invalid_grant")
-    assert location(browser.get("/panel")).startswith("/web/signin")
-    browser.close()
+    signed_in.assert_stopped(call, client)
     kept = ok(call("applications.get", employer, id=applied["id"]))
     assert kept["candidate_id"] == person.user_id and kept["status"] == "reviewed"
     assert kept["cover_letter"] is None and kept["resume_url"] is None
