@@ -19,7 +19,7 @@ import pytest
 
 from rpc.ops.cli import SERVERS
 from tests.conftest import Databases
-from tests.support import TEST_SECRET_KEY, bearer, free_port
+from tests.support import TEST_SECRET_KEY, Admin, bearer, free_port, settings_for
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = TEST_SECRET_KEY  # the template database's signing key is sealed with it
@@ -74,7 +74,8 @@ def test_admin_commands_print_one_json_object(db_env: dict[str, str]) -> None:
     assert ok("admin", "delete-webhook", "--id", hook["id"], env=db_env) == {"id": hook["id"], "deleted": True}
     assert "no such object" in run("admin", "delete-webhook", "--id", hook["id"], env=db_env).stderr
     by_operator = [("webhook.created", "operator", None), ("webhook.deleted", "operator", None)]
-    assert _trail(db_env["DATABASE_URL"], hook["id"]) == by_operator
+    url = db_env["DATABASE_URL"]
+    assert Admin(url, settings_for(url)).audit_trail(hook["id"]) == by_operator
 
 
 @pytest.mark.parametrize(
@@ -140,13 +141,6 @@ def test_signing_keys_rotate_and_retire_in_order(databases: Databases) -> None:
     with psycopg.connect(env["DATABASE_URL"]) as conn:
         unretired = conn.execute("SELECT kid FROM signing_keys WHERE retired_at IS NULL").fetchall()
     assert unretired == [(new_kid,)]
-
-
-def _trail(url: str, target_id: str) -> list[tuple[str, str, str | None]]:
-    """The audit entries about `target_id`, oldest first: (action, actor_kind, actor_id)."""
-    with psycopg.connect(url) as conn:
-        query = "SELECT action, actor_kind, actor_id FROM audit_entries WHERE target_id = %s ORDER BY id"
-        return conn.execute(query, (target_id,)).fetchall()
 
 
 def _audit_entries(url: str) -> list[tuple[int, str, str | None]]:

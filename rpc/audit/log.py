@@ -86,7 +86,7 @@ class Origin:
         return cls(request.client.host if request.client else None, request.headers.get("user-agent"))
 
 
-_CLI = Origin()
+NO_ORIGIN = Origin()  # no request behind the action: an operator at the console, a provider, a periodic job
 
 
 class Entry(msgspec.Struct, frozen=True, kw_only=True):
@@ -138,7 +138,7 @@ async def record(
     account_id: str | None,
     actor: Actor,
     target_id: str | None = None,
-    origin: Origin = _CLI,
+    origin: Origin = NO_ORIGIN,
 ) -> None:
     """Append one entry to the log, in `conn`'s current transaction (the action's own)."""
     if action not in ACTIONS:

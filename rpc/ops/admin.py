@@ -288,7 +288,7 @@ async def delete_user(conn: Connection, emitter: Emitter, *, email: str) -> dict
     async with conn.transaction():
         user = await _user(conn, email)
         try:
-            await erase_user(conn, emitter, str(user["id"]), actor=audit_log.OPERATOR, origin=audit_log.Origin())
+            await erase_user(conn, emitter, str(user["id"]), actor=audit_log.OPERATOR, origin=audit_log.NO_ORIGIN)
         except LastMemberPaying as exc:
             raise AdminError(
                 "the last member of an account with an active subscription: cancel it or add a member first"

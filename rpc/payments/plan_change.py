@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from rpc.audit import log as audit_log
 from rpc.core.types import Connection
 
-NO_ORIGIN = audit_log.Origin()  # an operator at the console, a provider, a periodic job: no request
-
 # Returns the accounts whose plan changed: only those get a `plan.changed` entry.
 _SET_PLANS = """
 UPDATE accounts SET plan = %(plan)s WHERE id = ANY(%(account_ids)s) AND plan IS DISTINCT FROM %(plan)s
@@ -25,7 +23,7 @@ async def change_plans(
     plan: str,
     *,
     actor: audit_log.Actor,
-    origin: audit_log.Origin = NO_ORIGIN,
+    origin: audit_log.Origin = audit_log.NO_ORIGIN,
 ) -> list[str]:
     """Put the accounts on `plan` in the caller's transaction; record `plan.changed` by `actor` (the account is
     both whose log it is and what changed) for each that was on another one, and return those."""
@@ -49,7 +47,7 @@ async def change_plan(
     plan: str,
     *,
     actor: audit_log.Actor,
-    origin: audit_log.Origin = NO_ORIGIN,
+    origin: audit_log.Origin = audit_log.NO_ORIGIN,
 ) -> bool:
     """`change_plans` for one account: whether its plan changed."""
     return bool(await change_plans(conn, [account_id], plan, actor=actor, origin=origin))
