@@ -12,6 +12,7 @@ from procedures.billing import panel as billing_panel
 from procedures.billing.provider import PayTR, PayTRSettings
 from procedures.billing.settlement import EXPIRY
 from procedures.published_cache import PROBE, PROBE_SQL
+from procedures.search.corpus import JOBS
 from procedures.vocabulary import VOCABULARY
 from rpc.core.business import Business
 from rpc.privacy import retention
@@ -35,4 +36,5 @@ def business(settings: Settings) -> Business:
         periodic={"expire_subscriptions": EXPIRY, "retention": retention.periodic(settings)},
         panel_routes=billing_panel.routes,
         probes={PROBE: PROBE_SQL},
+        corpora=(JOBS,),
     )

@@ -35,6 +35,7 @@ from rpc.outbox.sender import Sender
 from rpc.outbox.ssrf import guard
 from rpc.outbox.worker import Deliverer, run_worker, worker_app
 from rpc.payments.provider import Provider
+from rpc.search.index import SearchIndex
 from rpc.settings import Settings
 
 IN_PROCESS_CONCURRENCY = 10
@@ -58,6 +59,7 @@ class Services:
     counters: Storage  # the rate limiter's counters (the panel's overview reads the account's windows)
     people: People  # sign-up, verification, password reset and change (CONTRACT.md §19)
     teams: Teams
+    indexes: Mapping[str, SearchIndex]  # this process's search indexes, by corpus name
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -78,6 +80,12 @@ class Services:
             counters = open_storage(settings.rate_limit_storage)
             passwords = Passwords(settings.password_hash_concurrency)
             mail = Mail(settings, emitter.queue)
+            indexes = {
+                corpus.name: await stack.enter_async_context(
+                    SearchIndex.running(corpus, settings.search_path, pool, database_url, settings.search_flush_seconds)
+                )
+                for corpus in business.corpora
+            }
             services = cls(
                 settings=settings,
                 registry=registry,
@@ -97,6 +105,7 @@ class Services:
                     http,
                     metrics,
                     business.probes,
+                    indexes,
                 ),
                 emitter=emitter,
                 webhooks=Webhooks(settings, emitter),
@@ -105,6 +114,7 @@ class Services:
                 counters=counters,
                 people=People(settings, passwords, mail),
                 teams=Teams(settings, passwords, mail),
+                indexes=indexes,
             )
             if deliver:
                 sender = await stack.enter_async_context(Sender(guard(settings)))

@@ -66,6 +66,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     verify_link_lifetime: float = 24 * 3600
     reset_link_lifetime: float = 3600
     invite_link_lifetime: float = 7 * 24 * 3600
+    # How often each process commits the changes it has read into its search index on disk (fractions allowed).
+    search_flush_seconds: float = 1.0
     db_pool_min: int = 2
     db_pool_max: int = 10
     db_pool_timeout: float = 5.0
@@ -88,6 +90,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir)
+
+    @property
+    def search_path(self) -> Path:
+        """Where this host's search indexes live (one slot per running process)."""
+        return self.data_path / "search"
 
     @property
     def issuer(self) -> str:
@@ -148,6 +155,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             "verify_link_lifetime": env.get("VERIFY_LINK_LIFETIME", str(24 * 3600)),
             "reset_link_lifetime": env.get("RESET_LINK_LIFETIME", "3600"),
             "invite_link_lifetime": env.get("INVITE_LINK_LIFETIME", str(7 * 24 * 3600)),
+            "search_flush_seconds": env.get("SEARCH_FLUSH_SECONDS", "1"),
             "db_pool_min": env.get("DB_POOL_MIN", "2"),
             "db_pool_max": env.get("DB_POOL_MAX", "10"),
             "db_pool_timeout": env.get("DB_POOL_TIMEOUT", "5"),

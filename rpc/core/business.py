@@ -12,12 +12,13 @@ from starlette.routing import BaseRoute
 from rpc.core.vocabulary import Vocabulary
 from rpc.outbox.periodic import Periodic
 from rpc.payments.provider import Provider
+from rpc.search.corpus import Corpus
 
 
 @dataclass(frozen=True, slots=True)
 class Business:
     """The vocabulary, the payment providers by the path segment of their notification address, the periodic
-    work by name, the panel's pages of the business (routes under `/panel`), and the probes."""
+    work by name, the panel's pages of the business (routes under `/panel`), the probes, and the corpora."""
 
     vocabulary: Vocabulary
     providers: Mapping[str, Provider] = field(default_factory=dict)
@@ -25,3 +26,5 @@ class Business:
     panel_routes: Sequence[BaseRoute] = ()
     # Scalar queries procedures may consult cheaply (`@procedure(probes=...)`, `ctx.probe`), by name.
     probes: Mapping[str, str] = field(default_factory=dict)
+    # Collections each server process keeps a search index of (`ctx.indexes[name]`), fed by their change logs.
+    corpora: Sequence[Corpus] = ()

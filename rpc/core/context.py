@@ -40,6 +40,9 @@ class Context:
     emits: frozenset[str] = frozenset()  # the event kinds the procedure declared
     probes: Mapping[str, str] = field(default_factory=dict)  # the probes it declared, name → scalar query
     probed: Mapping[str, Any] = field(default_factory=dict)  # their values, when the credential's statement read them
+    # This process's search indexes by corpus name (`rpc.search.index.SearchIndex`; typed loosely, as the ground
+    # floor imports no room above it).
+    indexes: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def conn(self) -> Connection:

@@ -59,8 +59,10 @@ class Dispatcher:
         http: httpx.AsyncClient,
         metrics: Metrics,
         probes: Mapping[str, str],
+        indexes: Mapping[str, Any],
     ) -> None:
         self._registry = registry
+        self._indexes = indexes
         self._probes = {proc.name: {name: probes[name] for name in proc.probes} for proc in registry}
         self._metrics = metrics
         self._limiter = limiter
@@ -216,6 +218,7 @@ class Dispatcher:
             emits=frozenset(call.proc.emits),
             probes=self._probes[call.proc.name],
             probed=call.probed,
+            indexes=self._indexes,
         )
 
     async def _reconfirm(self, conn: Connection, proc: Procedure, credential: Credential) -> Principal:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -19,7 +21,17 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """Readiness: the database answers and the webhook queue's tables are there."""
+    """Readiness: the database answers, the webhook queue's tables are there, and every search index of this
+    process has been built and has caught up with the database (503 `search_catching_up` until then: searches
+    are answered meanwhile, exactly, by PostgreSQL, only slower)."""
+    waiting = [index.status for index in services(request).indexes.values() if not index.status.ready]
+    if waiting:
+        details = [dataclasses.asdict(status) for status in waiting]
+        return json_response(
+            encoder.encode({"status": "search_catching_up", "indexes": details}),
+            503,
+            headers={"Cache-Control": "no-store", "Retry-After": "1"},
+        )
     return await _answer(request, "SELECT 1 FROM procrastinate_jobs LIMIT 1")
 
 

@@ -1,0 +1,144 @@
+"""The published jobs as a search corpus: the fields of the index, each job's document, and the SQL that feeds it
+from the log of changes to the published set (`job_totals.version`, `published_changes`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+import tantivy
+
+from procedures.search.text import ANALYZER, STOP_WORDS, analyzer, fold
+from rpc.search.corpus import Corpus
+
+_COLUMNS = (
+    "jobs.id::text AS _id, jobs.title, jobs.company, jobs.location, jobs.description, jobs.employment_type,"
+    " jobs.created_at, jobs.published_at"
+)
+
+_CHANGES = f"""
+WITH now AS (SELECT version FROM job_totals WHERE status = 'published'),
+changed AS (
+    SELECT DISTINCT id FROM published_changes
+    WHERE version > %(since)s AND version <= (SELECT version FROM now)
+)
+SELECT (SELECT version FROM now) AS _position,
+    (SELECT count(DISTINCT version) FROM published_changes
+     WHERE version > %(since)s AND version <= (SELECT version FROM now)) AS _logged,
+    changed.id::text AS _id, jobs.id IS NOT NULL AS _present,
+    {_COLUMNS.replace("jobs.id::text AS _id, ", "")}
+FROM (SELECT 1) AS one
+LEFT JOIN (changed LEFT JOIN jobs ON jobs.id = changed.id AND jobs.status = 'published') ON true
+"""
+_EVERYTHING = f"SELECT {_COLUMNS} FROM jobs WHERE status = 'published'"
+_POSITION = "SELECT version FROM job_totals WHERE status = 'published'"
+
+# Keys that order jobs newest first, then by id, as text compares (`order_by_field` takes text fast fields):
+# microseconds since the epoch in fixed-width hex, then the id's hex. `*_rank` holds the same order's leading
+# part as a number, for the range a cursor starts from: the time and the id's first 12 bits.
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+# Named in the fingerprint: bump it whenever the fields of `schema` or what `document` puts in them change.
+_SHAPE = "fields-1"
+
+
+class Shown(msgspec.Struct, frozen=True, kw_only=True):
+    """What a page shows of a job (its list form), stored with it in the index."""
+
+    id: str
+    title: str
+    company: str
+    location: str
+    status: str
+    created_at: dt.datetime
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def micros(moment: dt.datetime) -> int:
+    return (moment - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+def order_key(moment: dt.datetime, job_id: str) -> str:
+    """The text whose order is (moment, id)."""
+    return f"{micros(moment):016x}{uuid.UUID(job_id).hex}"
+
+
+def order_rank(moment: dt.datetime, job_id: str) -> int:
+    """The number whose order is that of `order_key`'s first 19 hex digits."""
+    return micros(moment) << 12 | int(uuid.UUID(job_id).hex[:3], 16)
+
+
+def schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("id", tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("text", tokenizer_name=ANALYZER)  # title, company, location and description
+    builder.add_text_field("title", tokenizer_name=ANALYZER)  # the title alone: title matches rank first
+    for facet in ("employment_type", "location", "company"):  # as written: facets and their values
+        builder.add_text_field(facet, fast=True, tokenizer_name="raw", index_option="basic")
+    for folded in ("location_folded", "company_folded", "title_folded"):  # substring filters
+        builder.add_text_field(folded, tokenizer_name="raw", index_option="basic")
+    builder.add_integer_field("published", indexed=True, fast=True)  # microseconds: posted_after
+    builder.add_text_field("published_key", fast=True, tokenizer_name="raw", index_option="basic")
+    builder.add_unsigned_field("published_rank", indexed=True, fast=True)
+    builder.add_text_field("created_key", fast=True, tokenizer_name="raw", index_option="basic")
+    builder.add_bytes_field("shown", stored=True)
+    return builder.build()
+
+
+def document(row: Mapping[str, Any]) -> tantivy.Document:
+    """A published job's document; `row` holds the columns `_COLUMNS` names."""
+    job_id: str = row["_id"]
+    title, company, location = row["title"], row["company"], row["location"]
+    published: dt.datetime = row["published_at"]
+    fields: dict[str, Any] = {
+        "id": job_id,
+        "text": fold(f"{title} {company} {location} {row['description'] or ''}"),
+        "title": fold(title),
+        "location": location,
+        "company": company,
+        "location_folded": fold(location),
+        "company_folded": fold(company),
+        "title_folded": fold(title),
+        "published": micros(published),
+        "published_key": order_key(published, job_id),
+        "created_key": order_key(row["created_at"], job_id),
+        "shown": _encode(
+            Shown(
+                id=job_id,
+                title=title,
+                company=company,
+                location=location,
+                status="published",
+                created_at=row["created_at"],
+            )
+        ),
+    }
+    if row["employment_type"] is not None:
+        fields["employment_type"] = row["employment_type"]
+    made = tantivy.Document(**fields)
+    made.add_unsigned("published_rank", order_rank(published, job_id))  # keyword numbers are taken as signed
+    return made
+
+
+def _fingerprint() -> str:
+    """Changes with anything that decides what the index holds: an index made otherwise is built anew."""
+    shape = f"{_COLUMNS}|{_SHAPE}|{' '.join(STOP_WORDS)}|english|{tantivy.__name__}|v1"
+    return hashlib.sha256(shape.encode()).hexdigest()[:16]
+
+
+JOBS = Corpus(
+    name="jobs",
+    fingerprint=_fingerprint(),
+    schema=schema,
+    analyzers=lambda: {ANALYZER: analyzer()},
+    id_field="id",
+    position_sql=_POSITION,
+    changes_sql=_CHANGES,
+    everything_sql=_EVERYTHING,
+    document=document,
+)

@@ -1,0 +1,91 @@
+"""One consistent picture of a collection at a position: the index on disk as last committed, minus the
+documents changed since, plus their current states held in memory. Every question is asked of both and merged,
+so an answer is exact at `position` whatever the disk index has caught up with."""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import tantivy
+
+# Asked of each part for its facet values: more than any facet shows, so that merged counts stay exact; a part
+# with more values than this is asked again for all of them.
+_BUCKETS = 1000
+_EVERY_BUCKET = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A document found: its sort value, and where to read its stored fields."""
+
+    key: str
+    searcher: tantivy.Searcher
+    address: tantivy.DocAddress
+
+    def stored(self, field: str) -> object:
+        return self.searcher.doc(self.address).get_first(field)
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    position: int
+    schema: tantivy.Schema
+    id_field: str
+    main: tantivy.Searcher
+    main_position: int
+    recent: tantivy.Searcher | None  # the current states of the documents changed since `main_position`
+    hidden: tuple[str, ...]  # their ids: what `main` holds of them is out of date
+
+    def _parts(self, query: tantivy.Query) -> Iterable[tuple[tantivy.Searcher, tantivy.Query]]:
+        main_query = query
+        if self.hidden:
+            stale = tantivy.Query.term_set_query(self.schema, self.id_field, list(self.hidden))
+            main_query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (tantivy.Occur.MustNot, stale)])
+        yield self.main, main_query
+        if self.recent is not None:
+            yield self.recent, query
+
+    def count(self, query: tantivy.Query) -> int:
+        """How many documents match."""
+        return sum(_count(searcher, part) for searcher, part in self._parts(query))
+
+    def top(self, query: tantivy.Query, order_by: str, limit: int, offset: int = 0) -> list[Hit]:
+        """The matches `offset`..`offset + limit` by the text fast field `order_by`, largest first (a unique
+        key per document, so the order is total)."""
+        if limit <= 0:
+            return []
+        streams = [
+            [
+                Hit(str(key), searcher, address)
+                for key, address in searcher.search(
+                    part, limit=offset + limit, count=False, order_by_field=order_by, order=tantivy.Order.Desc
+                ).hits
+            ]
+            for searcher, part in self._parts(query)
+        ]
+        merged = heapq.merge(*streams, key=lambda hit: hit.key, reverse=True)
+        return list(merged)[offset : offset + limit]
+
+    def terms(self, query: tantivy.Query, field: str) -> Counter[str]:
+        """Every value of the text fast field `field` among the matches, with its exact count."""
+        counts: Counter[str] = Counter()
+        for searcher, part in self._parts(query):
+            counts.update(_terms(searcher, part, field))
+        return counts
+
+
+def _count(searcher: tantivy.Searcher, query: tantivy.Query) -> int:
+    counted: int = searcher.search(query, limit=1, count=True).count  # type: ignore[attr-defined]
+    return counted
+
+
+def _terms(searcher: tantivy.Searcher, query: tantivy.Query, field: str) -> dict[str, int]:
+    for size in (_BUCKETS, _EVERY_BUCKET):
+        request = {"terms": {"field": field, "size": size, "segment_size": size}}
+        answer = searcher.aggregate(query, {"values": request})["values"]
+        if not answer.get("sum_other_doc_count") and not answer.get("doc_count_error_upper_bound"):
+            break
+    return {str(bucket["key"]): int(bucket["doc_count"]) for bucket in answer["buckets"]}

@@ -1,0 +1,281 @@
+"""The search index against PostgreSQL: for random small corpora, edits and queries, `jobs.search` answered from
+the index (ids in order over every page, total, facets) equals a plain reference query; and read-your-writes
+across processes — a write through one server is seen at once through another, which keeps an index of its own,
+also after a restart that missed writes."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime as dt
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from procedures.common import like_pattern
+from tests.support import Admin, LiveServer, User, bearer, ok
+
+MOMENTS = [dt.datetime(2026, 3, day, 9, tzinfo=dt.UTC) for day in (1, 2, 3)]  # few: publication ties abound
+WORDS = ["python", "pythons", "rust", "data", "engineer", "engineers", "developer", "senior", "platform", "cloud"]
+WORDS += ["mühendis", "Müdürü", "café", "İstanbul", "lead", "of", "the"]
+COMPANIES = ["Globex", "Initech", "Şirket Ağı", "Café Crème", "globex labs"]
+LOCATIONS = ["Berlin", "İstanbul", "İzmir", "Paris", "Remote (EU)"]
+TYPES = ["full_time", "part_time", "contract", "internship", "temporary", None]
+SUBSTRINGS = ["ist", "IZM", "glo", "cafe", "şirk", "(eu", "r"]
+
+jobs_strategy = st.lists(
+    st.fixed_dictionaries(
+        {
+            "title": st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
+            "description": st.none() | st.lists(st.sampled_from(WORDS), max_size=5).map(" ".join),
+            "company": st.sampled_from(COMPANIES),
+            "location": st.sampled_from(LOCATIONS),
+            "employment_type": st.sampled_from(TYPES),
+            "status": st.sampled_from(["published", "published", "published", "draft", "closed"]),
+            "published_at": st.sampled_from(MOMENTS),
+        }
+    ),
+    min_size=0,
+    max_size=14,
+)
+
+
+@st.composite
+def typed(draw: st.DrawFn) -> str:
+    """Web-search syntax: words, a typed prefix, `-exclusion`, `or`, a phrase."""
+    words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
+    shape = draw(st.sampled_from(["words", "prefix", "exclude", "or", "phrase", "open phrase"]))
+    if shape == "prefix":
+        words[-1] = words[-1][: draw(st.integers(1, max(1, len(words[-1]))))]
+    elif shape == "exclude" and len(words) > 1:
+        words[-1] = f"-{words[-1]}"
+    elif shape == "or" and len(words) > 1:
+        words.insert(1, "or")
+    elif shape == "phrase":
+        return f'"{" ".join(words)}"'
+    elif shape == "open phrase":
+        return f'"{" ".join(words)}'
+    return " ".join(words)
+
+
+queries = st.fixed_dictionaries(
+    {},
+    optional={
+        "q": typed(),
+        "location": st.sampled_from(SUBSTRINGS),
+        "company": st.sampled_from(SUBSTRINGS),
+        "employment_type": st.lists(st.sampled_from(TYPES[:-1]), min_size=1, max_size=3, unique=True),
+        "posted_after": st.sampled_from(MOMENTS).map(lambda moment: moment.isoformat()),
+        "sort": st.sampled_from(["relevance", "newest"]),
+    },
+)
+edits = st.lists(st.tuples(st.sampled_from(["close", "publish", "retitle", "delete"]), st.integers(0, 13)), max_size=4)
+
+
+def ready(server: LiveServer, deadline: float = 60) -> dict[str, Any]:
+    """Wait until the server's search index is built and caught up (its /readyz answers 200)."""
+    until = time.monotonic() + deadline
+    with server.client() as http:
+        while True:
+            answer = http.get("/readyz")
+            if answer.status_code == 200:
+                return dict(answer.json())
+            assert time.monotonic() < until, answer.text
+            time.sleep(0.05)
+
+
+def searched(http: httpx.Client, who: User, per_page: int, **params: Any) -> tuple[list[str], dict[str, Any]]:
+    """Every id met by following next_cursor from the first page, and the first page."""
+    pages = [ok(http.post("/v1/jobs.search", json={**params, "per_page": per_page}, headers=bearer(who.token)))]
+    while pages[-1]["next_cursor"] is not None:
+        following = {**params, "per_page": per_page, "cursor": pages[-1]["next_cursor"]}
+        pages.append(ok(http.post("/v1/jobs.search", json=following, headers=bearer(who.token))))
+    return [job["id"] for page in pages for job in page["data"]], pages[0]
+
+
+def reference(admin: Admin, params: dict[str, Any]) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
+    """The same search as a plain PostgreSQL query over `jobs`: every matching id in order, and the facets."""
+    words = "q" in params and any(char.isalnum() for char in params["q"])
+    conditions = ["status = 'published'"]
+    if words:
+        conditions.append("search_doc @@ job_search_query(%(q)s)")
+    for name in ("location", "company"):
+        if name in params:
+            conditions.append(f"job_fold({name}) LIKE job_fold(%({name})s)")
+    if "employment_type" in params:
+        conditions.append("employment_type = ANY(%(employment_type)s)")
+    if "posted_after" in params:
+        conditions.append("published_at > %(posted_after)s::timestamptz")
+    ranked = words and params.get("sort", "relevance") == "relevance"
+    tier = "(ts_filter(search_doc, '{a}') @@ job_search_query(%(q)s))::int" if ranked else "0::int"
+    values = {**params}
+    for name in ("location", "company"):
+        if name in values:
+            values[name] = like_pattern(values[name])
+    rows = admin.sql(
+        f"""SELECT id::text AS id, employment_type, location, company FROM jobs WHERE {" AND ".join(conditions)}
+            ORDER BY {tier} DESC, published_at DESC, id DESC""",
+        values,
+    )
+    facets = {}
+    for name, size in (("employment_type", None), ("location", 10), ("company", 10)):
+        counts = Counter(row[name] for row in rows if row[name] is not None)
+        ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:size]
+        facets[name] = [{"value": value, "count": count} for value, count in ordered]
+    return [row["id"] for row in rows], facets
+
+
+@pytest.fixture(scope="module")
+def server(live: LiveServer) -> LiveServer:
+    ready(live)
+    return live
+
+
+@pytest.fixture(scope="module")
+def reader(admin: Admin) -> User:
+    return admin.user("candidate")
+
+
+@pytest.fixture(scope="module")
+def http(server: LiveServer) -> Iterator[httpx.Client]:
+    with server.client() as client:
+        yield client
+
+
+def replace_jobs(admin: Admin, owner: User, jobs: list[dict[str, Any]]) -> list[str]:
+    admin.sql("DELETE FROM jobs WHERE account_id = %(account)s", {"account": owner.account_id})
+    ids = []
+    for job in jobs:
+        row = {**job, "account": owner.account_id}
+        if row["status"] == "draft":
+            row["published_at"] = None
+        found = admin.sql(
+            """INSERT INTO jobs (account_id, title, company, location, description, employment_type, status,
+                   published_at)
+               VALUES (%(account)s, %(title)s, %(company)s, %(location)s, %(description)s, %(employment_type)s,
+                   %(status)s, %(published_at)s)
+               RETURNING id::text AS id""",
+            row,
+        )
+        ids.append(found[0]["id"])
+    return ids
+
+
+def edit(admin: Admin, ids: list[str], action: str, which: int) -> None:
+    if not ids:
+        return
+    values = {"id": ids[which % len(ids)], "moment": MOMENTS[which % len(MOMENTS)]}
+    statements = {
+        "close": "UPDATE jobs SET status = 'closed' WHERE id = %(id)s AND status = 'published'",
+        "publish": "UPDATE jobs SET status = 'published', published_at = %(moment)s WHERE id = %(id)s"
+        " AND status = 'draft'",
+        "retitle": "UPDATE jobs SET title = title || ' senior python' WHERE id = %(id)s",
+        "delete": "DELETE FROM jobs WHERE id = %(id)s",
+    }
+    admin.sql(statements[action], values)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(jobs=jobs_strategy, rounds=st.lists(st.tuples(edits, queries, st.integers(1, 4)), min_size=1, max_size=3))
+def test_the_index_answers_as_postgresql_does(
+    admin: Admin,
+    employer: User,
+    reader: User,
+    http: httpx.Client,
+    jobs: list[dict[str, Any]],
+    rounds: list[tuple[list[tuple[str, int]], dict[str, Any], int]],
+) -> None:
+    ids = replace_jobs(admin, employer, jobs)
+    for changes, params, per_page in rounds:
+        for action, which in changes:
+            edit(admin, ids, action, which)
+        walked, first = searched(http, reader, per_page, facets=True, **params)
+        expected, facets = reference(admin, params)
+        assert walked == expected, params
+        assert first["total"] == len(expected)
+        assert first["facets"] == facets
+
+
+def test_the_index_answered_those(server: LiveServer) -> None:
+    """The property above ran against the index, not the PostgreSQL answer of a process still building it."""
+    status = ready(server)
+    assert status["status"] == "ok"
+
+
+# -- Read-your-writes across processes ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def other(settings: Any) -> Iterator[LiveServer]:
+    """A second server process on the same database, with an index of its own (another slot of DATA_DIR)."""
+    with LiveServer(settings) as second:
+        ready(second)
+        yield second
+
+
+def publish(http: httpx.Client, who: User, title: str) -> str:
+    job = ok(
+        http.post(
+            "/v1/jobs.create", json={"title": title, "company": "Acme", "location": "Oslo"}, headers=bearer(who.token)
+        )
+    )
+    ok(http.post("/v1/jobs.publish", json={"id": job["id"]}, headers=bearer(who.token)))
+    return str(job["id"])
+
+
+def found(server: LiveServer, who: User, q: str) -> list[str]:
+    with server.client() as client:
+        return [
+            job["id"]
+            for job in ok(client.post("/v1/jobs.search", json={"q": q, "per_page": 100}, headers=bearer(who.token)))[
+                "data"
+            ]
+        ]
+
+
+def test_a_publish_on_one_process_is_found_at_once_on_another(
+    http: httpx.Client, employer: User, reader: User, other: LiveServer
+) -> None:
+    job = publish(http, employer, "Quokka wrangler")
+    assert found(other, reader, "quokka") == [job]
+    ok(http.post("/v1/jobs.update", json={"id": job, "title": "Wombat wrangler"}, headers=bearer(employer.token)))
+    assert found(other, reader, "quokka") == []
+    assert found(other, reader, "wombat") == [job]
+    ok(http.post("/v1/jobs.close", json={"id": job}, headers=bearer(employer.token)))
+    assert found(other, reader, "wombat") == []
+
+
+def test_a_burst_of_concurrent_publishes_is_counted_exactly_elsewhere(
+    http: httpx.Client, employer: User, reader: User, other: LiveServer
+) -> None:
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        made = set(pool.map(lambda number: publish(http, employer, f"Narwhal keeper {number}"), range(24)))
+    with other.client() as client:
+        answer = ok(
+            client.post("/v1/jobs.search", json={"q": "narwhal", "per_page": 100}, headers=bearer(reader.token))
+        )
+    assert answer["total"] == 24 and {job["id"] for job in answer["data"]} == made
+
+
+def test_a_restarted_process_catches_up_on_what_it_missed(
+    http: httpx.Client, employer: User, reader: User, settings: Any
+) -> None:
+    with LiveServer(settings) as first:
+        ready(first)
+        kept = publish(http, employer, "Axolotl groomer")
+        assert found(first, reader, "axolotl") == [kept]
+    missed = publish(http, employer, "Axolotl trainer")  # while no second process runs
+    ok(http.post("/v1/jobs.close", json={"id": kept}, headers=bearer(employer.token)))
+    with LiveServer(settings) as again:  # takes up the slot the first left, at the position it had
+        assert found(again, reader, "axolotl") == [missed]
+        ready(again)
+        assert found(again, reader, "axolotl") == [missed]
