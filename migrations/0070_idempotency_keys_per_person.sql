@@ -1,0 +1,6 @@
+-- Idempotency-Keys of procedures about one person (`profile.*`) are kept per person, and every key records who
+-- called, so that erasing a member deletes only that member's keys (docs/security.md).
+ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS scope text NOT NULL DEFAULT '';
+ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS user_id uuid;
+ALTER TABLE idempotency_keys DROP CONSTRAINT IF EXISTS idempotency_keys_pkey;
+ALTER TABLE idempotency_keys ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (account_id, scope, key);
