@@ -408,3 +408,20 @@ def test_the_json_endpoints_follow_cors_and_the_pages_do_not(
         assert answer.status_code == 202 and answer.headers["Access-Control-Allow-Origin"] == app
         for page in ("/web/signup", "/web/password-reset"):
             assert "access-control-allow-origin" not in http.get(page, headers={"Origin": app}).headers
+
+
+@pytest.mark.parametrize("path", ["/web/verify", "/web/reset", "/web/invite"])
+def test_a_link_token_is_exchanged_for_a_cookie_and_a_clean_address(live: LiveServer, path: str) -> None:
+    """Access logs and proxies see a token-carrying address once, answered by a redirect; the page has none."""
+    with live.client() as http:
+        answer = http.get(f"{path}?token=some-live-token")
+        assert answer.status_code == 303 and answer.headers["Location"] == path
+        cookie = answer.headers["Set-Cookie"].lower()
+        assert cookie.startswith("hire_link=some-live-token;")
+        for attribute in ("httponly", f"path={path}", "samesite=lax", "max-age=900"):
+            assert attribute in cookie, (attribute, cookie)
+        assert "secure" not in cookie, "Secure when the service is served over https"
+        assert answer.headers["Referrer-Policy"] == "no-referrer" and answer.headers["Cache-Control"] == "no-store"
+        page = http.get(path)
+        assert page.status_code == 400, "an unknown token: the page says so"
+        assert 'hire_link=""' in page.headers["Set-Cookie"] or "max-age=0" in page.headers["Set-Cookie"].lower()
