@@ -182,6 +182,9 @@ def test_names_with_control_characters_are_refused(client: httpx.Client, admin: 
     refused(answer, 422, "invalid_params")
     assert answer.json()["error"]["details"]["errors"][0]["field"] == field
     assert users_with(admin, email) == []
+    person = admin.user("candidate")
+    update = client.post("/v1/profile.update", json={"display_name": "Ada\r\nBcc: x"}, headers=bearer(person.token))
+    refused(update, 422, "invalid_params")
 
 
 def test_bad_sign_ups_are_refused_clearly(client: httpx.Client) -> None:
