@@ -111,20 +111,23 @@ CREATE TABLE IF NOT EXISTS signing_keys (
 
 -- Single-use links mailed to a person of the built-in provider: e-mail verification (24 hours) and password
 -- reset (1 hour). Only the token's SHA-256 is kept; `email` is the address it was sent to, so a link for an
--- address the person no longer has does nothing.
+-- address the person no longer has does nothing. A verification link keeps the password hash of the sign-up it
+-- was sent for: following it sets that password, so signing up again never changes who can sign in.
 CREATE TABLE IF NOT EXISTS email_links (
-    id          uuid           NOT NULL DEFAULT gen_random_uuid(),
-    purpose     text           NOT NULL,
-    user_id     uuid           NOT NULL,
-    email       text           NOT NULL,
-    token_hash  bytea          NOT NULL,
-    created_at  timestamptz(0) NOT NULL DEFAULT now(),
-    expires_at  timestamptz    NOT NULL,
-    used_at     timestamptz(0),
+    id             uuid           NOT NULL DEFAULT gen_random_uuid(),
+    purpose        text           NOT NULL,
+    user_id        uuid           NOT NULL,
+    email          text           NOT NULL,
+    token_hash     bytea          NOT NULL,
+    created_at     timestamptz(0) NOT NULL DEFAULT now(),
+    expires_at     timestamptz    NOT NULL,
+    used_at        timestamptz(0),
+    password_hash  text,
     CONSTRAINT email_links_pkey PRIMARY KEY (id),
     CONSTRAINT email_links_user_fkey FOREIGN KEY (user_id) REFERENCES users (id) ON DELETE CASCADE,
     CONSTRAINT email_links_purpose_check CHECK (purpose IN ('verify', 'reset')),
-    CONSTRAINT email_links_token_hash_key UNIQUE (token_hash)
+    CONSTRAINT email_links_token_hash_key UNIQUE (token_hash),
+    CONSTRAINT email_links_password_check CHECK (password_hash IS NULL OR purpose = 'verify')
 );
 -- A new link, a reset or a verification voids the person's other open links of that purpose.
 CREATE INDEX IF NOT EXISTS email_links_user_idx ON email_links (user_id, purpose) WHERE used_at IS NULL;
@@ -757,13 +760,20 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     created_at   timestamptz(0) NOT NULL DEFAULT now(),
     expires_at   timestamptz(0) NOT NULL,
     lease_until  timestamptz,
-    CONSTRAINT idempotency_keys_pkey PRIMARY KEY (account_id, key),
+    -- '' for a procedure about the account; the calling person's id for one about that person (`profile.*`),
+    -- so that two members' keys for those never meet.
+    scope        text           NOT NULL DEFAULT '',
+    -- Who called: erasing a person deletes their keys (the kept answers may repeat what they wrote).
+    user_id      uuid,
+    CONSTRAINT idempotency_keys_pkey PRIMARY KEY (account_id, scope, key),
     CONSTRAINT idempotency_keys_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
     CONSTRAINT idempotency_keys_kept_check CHECK ((status IS NULL) = (body IS NULL)),
     CONSTRAINT idempotency_keys_key_check CHECK (key ~ '^[\x20-\x7e]{1,255}$')
 );
 -- The purge of keys past their 24 hours.
 CREATE INDEX IF NOT EXISTS idempotency_keys_expires_idx ON idempotency_keys (expires_at);
+-- Erasure (rpc/privacy/erasure.py).
+CREATE INDEX IF NOT EXISTS idempotency_keys_user_idx ON idempotency_keys (user_id);
 
 -- ---------------------------------------------------------------------------------------------------
 -- The audit log (CONTRACT.md §20, docs/privacy.md): append-only, each entry chained to the one before by the

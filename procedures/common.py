@@ -24,6 +24,8 @@ _NO_NUL_NOT_BLANK = rf"^[^\x00]*[^\x00{SPACE}][^\x00]*$"
 Id = Annotated[str | int | float | bool | None, msgspec.Meta(description="An opaque object id (a string).")]
 ShortText = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=_NO_NUL_NOT_BLANK)]
 PlainText = Annotated[str, msgspec.Meta(max_length=200, pattern=NO_NUL)]
+# A person's name: shown in pages and mail, so no control character or line break (as at sign-up).
+PersonName = Annotated[str, msgspec.Meta(max_length=200, pattern=r"^[^\x00-\x1f\x7f\x85\u2028\u2029]*$")]
 LongText = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
 
 

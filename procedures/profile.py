@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from procedures.common import NO_NUL, PlainText, changes, set_clause
+from procedures.common import NO_NUL, PersonName, PlainText, changes, set_clause
 from rpc.core.context import Context
 from rpc.core.envelope import Empty, Params
 from rpc.core.errors import NotFound
@@ -17,7 +17,7 @@ Bio = Annotated[str, msgspec.Meta(max_length=5_000, pattern=NO_NUL)]
 
 
 class UpdateProfile(Params, frozen=True, kw_only=True):
-    display_name: PlainText | None | msgspec.UnsetType = msgspec.UNSET
+    display_name: PersonName | None | msgspec.UnsetType = msgspec.UNSET
     headline: PlainText | None | msgspec.UnsetType = msgspec.UNSET
     location: PlainText | None | msgspec.UnsetType = msgspec.UNSET
     bio: Bio | None | msgspec.UnsetType = msgspec.UNSET

@@ -190,6 +190,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raise SettingsError("WEBHOOK_RETRY_WAITS needs at least one non-negative number")
         if self.webhook_timeout <= 0 or self.worker_heartbeat <= 0 or self.webhook_per_endpoint < 1:
             raise SettingsError("WEBHOOK_TIMEOUT, WORKER_HEARTBEAT and WEBHOOK_PER_ENDPOINT must be positive")
+        if self.production and not self.smtp_url:
+            raise SettingsError(
+                "a production deployment needs SMTP_URL: without it, mail (with its live sign-up, reset and "
+                "invitation links) is only written to files under DATA_DIR/mail/ and never reaches anyone"
+            )
         if self.smtp_url and urllib.parse.urlsplit(self.smtp_url).scheme not in ("smtp", "smtps"):
             raise SettingsError("SMTP_URL must start with smtp:// (STARTTLS when offered) or smtps:// (implicit TLS)")
         if not self.mail_retry_waits or any(w < 0 for w in self.mail_retry_waits):

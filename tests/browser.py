@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from tests.support import User
+from tests.support import User, follow_link
 
 
 @dataclass
@@ -94,6 +94,10 @@ class Browser:
 
     def get(self, url: str, params: Mapping[str, Any] | None = None) -> httpx.Response:
         return self.http.get(url, params=params)
+
+    def open_link(self, link: str) -> httpx.Response:
+        """A mailed token link, followed to its page (`follow_link`)."""
+        return follow_link(self.http, link)
 
     def submit(
         self,

@@ -44,6 +44,8 @@ def settings_for(database_url: str, **env: str) -> Settings:
         "SERVICE_SECRET_KEY": TEST_SECRET_KEY,
         "SIGNIN_LIMIT_PER_ADDRESS": "100000/minute",
     }
+    if env.get("SERVICE_ENV") == "production":  # production needs a mail server; nothing listens on this one
+        base["SMTP_URL"] = "smtp://127.0.0.1:9"
     return Settings.from_env({**base, **env})
 
 
@@ -265,3 +267,17 @@ def forge_hs256(header: dict[str, Any], claims: dict[str, Any], secret: bytes) -
     signing_input = f"{segment(header)}.{segment(claims)}"
     signature = hmac.new(secret, signing_input.encode(), hashlib.sha256).digest()
     return f"{signing_input}.{b64url(signature)}"
+
+
+def follow_link(http: httpx.Client, link: str) -> httpx.Response:
+    """Open a mailed token link as a browser does: the first answer is a `303` to the page's address without the
+    token (handed over in a cookie, so that no log keeps it), followed with the client's cookies, as is any
+    redirect after it (a verification that goes on to choosing a password)."""
+    answer = http.get(link)
+    assert answer.status_code == 303, f"{answer.status_code} {answer.text[:500]}"
+    assert "token" not in answer.headers["Location"], answer.headers["Location"]
+    for _ in range(3):
+        if answer.status_code != 303:
+            break
+        answer = http.get(answer.headers["Location"])
+    return answer

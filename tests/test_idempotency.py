@@ -191,3 +191,34 @@ def test_keys_are_purged_after_24_hours(client: httpx.Client, admin: Admin, empl
 
     asyncio.run(purge())
     assert admin.sql("SELECT 1 FROM idempotency_keys WHERE key = %(k)s", {"k": key}) == []
+
+
+def test_keys_of_procedures_about_one_person_are_that_persons(client: httpx.Client, admin: Admin) -> None:
+    """A colleague sending the same key and body to profile.update gets their own answer, not the first member's."""
+    first = admin.user("employer")
+    colleague = admin.user("employer", account_id=first.account_id)
+    key = f"profile-{uuid.uuid4()}"
+    mine = ok(post(client, "profile.update", first, key, headline="Hiring welders"))
+    theirs = post(client, "profile.update", colleague, key, headline="Hiring welders")
+    assert "Idempotent-Replayed" not in theirs.headers, "the colleague's update ran"
+    assert ok(theirs)["id"] == colleague.user_id and mine["id"] == first.user_id
+    assert first.email not in theirs.text
+    rows = admin.sql(
+        "SELECT user_id::text AS user_id FROM idempotency_keys WHERE key = %(k)s ORDER BY created_at", {"k": key}
+    )
+    assert sorted(row["user_id"] for row in rows) == sorted([first.user_id, colleague.user_id])
+
+
+def test_erasing_a_member_removes_only_their_keys(client: httpx.Client, admin: Admin) -> None:
+    """Another member's retry after the erasure still answers what it first did, and makes no second job."""
+    leaving = admin.user("employer")
+    staying = admin.user("employer", account_id=leaving.account_id)
+    theirs, mine = f"leaving-{uuid.uuid4()}", f"staying-{uuid.uuid4()}"
+    ok(post(client, "jobs.create", leaving, theirs, **JOB))
+    first = post(client, "jobs.create", staying, mine, **JOB)
+    jobs = jobs_of(admin, staying)
+    ok(post(client, "profile.delete", leaving, None, confirm=leaving.email))
+    again = post(client, "jobs.create", staying, mine, **JOB)
+    assert again.headers.get("Idempotent-Replayed") == "true" and again.content == first.content
+    assert jobs_of(admin, staying) == jobs
+    assert admin.sql("SELECT 1 FROM idempotency_keys WHERE key = %(k)s", {"k": theirs}) == []

@@ -4,9 +4,11 @@ written in the transaction of the change it announces."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 
 from rpc.core.types import Connection
 from rpc.mail.outbox import Mail
+from rpc.mail.transport import SmtpTransport
 from rpc.outbox.queue import Queue
 from rpc.settings import Settings, SettingsError
 from tests.smtp import SmtpServer
@@ -110,10 +113,12 @@ def test_without_smtp_each_message_is_an_eml_file(
         [path] = (tmp_path / "data" / "mail").glob("*.eml")
         content = path.read_text()
         assert f"To: {email}" in content and "/web/verify?token=" in content
+        assert path.stat().st_mode & 0o077 == 0, "the file, with its live link, is the operator's alone"
         deadline = time.monotonic() + 5
-        while "/web/verify?token=" not in caplog.text:
-            assert time.monotonic() < deadline, "the link is logged"
+        while str(path) not in caplog.text:
+            assert time.monotonic() < deadline, "where the message was written is logged"
             time.sleep(0.05)
+        assert "token=" not in caplog.text, "a live link never reaches a log"
 
 
 def test_mail_is_written_with_its_transaction(admin: Admin) -> None:
@@ -150,3 +155,22 @@ def test_mail_is_written_with_its_transaction(admin: Admin) -> None:
 def test_a_settings_typo_stops_the_start(database: str) -> None:
     with pytest.raises(SettingsError, match="SMTP_URL"):
         settings_for(database, SMTP_URL="smtpx://mail.example")
+
+
+def test_production_refuses_to_start_without_smtp(database: str) -> None:
+    """Without a mail server every link would only be written to files (and, once, logged): never in production."""
+    with pytest.raises(SettingsError, match="production deployment needs SMTP_URL"):
+        Settings.from_env({"DATABASE_URL": database, "SERVICE_ENV": "production", "SERVICE_SECRET_KEY": "k" * 40})
+
+
+def test_the_envelope_names_the_one_recipient_whatever_the_headers_say(smtp: SmtpServer) -> None:
+    """Recipients are given to the SMTP server, not read from the headers of a message."""
+    recipient, other = f"one-{uuid.uuid4().hex[:8]}@example.test", f"other-{uuid.uuid4().hex[:8]}@evil.test"
+    message = EmailMessage()
+    message["From"] = "Hire <hello@hire.test>"
+    message["To"] = f"{recipient}, {other}"
+    message["Subject"] = "Two names in To"
+    message.set_content("body")
+    asyncio.run(SmtpTransport(smtp.url(), None).deliver(message, recipient))
+    assert smtp.inbox.wait_for(recipient).recipients == [recipient]
+    assert smtp.inbox.to(other) == []

@@ -13,9 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from rpc.ops import admin as ops
 from tests.browser import Browser, form, location, text
 from tests.smtp import SmtpServer, mailing_settings
-from tests.support import Admin, LiveServer, User, bearer, me, refused, settings_for
+from tests.support import Admin, LiveServer, User, bearer, follow_link, me, refused, settings_for
 
 CHECK_EMAIL = {"status": "check_email"}
 PASSWORD = "a long enough password"
@@ -78,10 +79,10 @@ def test_sign_up_verify_then_sign_in(client: httpx.Client, smtp: SmtpServer, adm
     assert link in mail.html.replace("&amp;", "&"), "the HTML part carries the same link"
     assert "<img" not in mail.html and "src=" not in mail.html, "nothing loaded from elsewhere: no tracking"
 
-    page = client.get(link)
+    page = follow_link(client, link)
     assert page.status_code == 200 and "confirmed" in text(page)
     assert login(client, email, "a long enough password").status_code == 200
-    again = client.get(link)
+    again = follow_link(client, link)
     assert again.status_code == 400, "a verification link works once"
     assert "already used" in text(again)
     assert form(again, "/web/verify/resend"), "the page offers a new link"
@@ -112,6 +113,80 @@ def test_password_rules(client: httpx.Client, admin: Admin, password: str, why: 
     assert users_with(admin, email) == [], "a refused sign-up changes nothing"
 
 
+def test_signing_up_again_never_changes_who_can_sign_in(client: httpx.Client, smtp: SmtpServer, admin: Admin) -> None:
+    """The takeover: a second sign-up for an unverified address, then the first person follows their own link."""
+    email = new_email()
+    sign_up(client, email, password="the owner's own password")
+    owners_link = smtp.inbox.wait_for(email).link()
+    sign_up(client, email, password="an intruder's password")
+    intruders_link = smtp.inbox.wait_for(email, count=2).link()
+    assert intruders_link != owners_link
+    assert follow_link(client, owners_link).status_code == 200
+    refused(login(client, email, "an intruder's password"), 401, "invalid_credentials")
+    assert login(client, email, "the owner's own password").status_code == 200
+    assert follow_link(client, intruders_link).status_code == 400, "the owner's verification voided the other link"
+    refused(login(client, email, "an intruder's password"), 401, "invalid_credentials")
+    # the other way round: whoever follows the second sign-up's link gets in with the second password only
+    other = new_email()
+    sign_up(client, other, password="the first password here")
+    sign_up(client, other, password="the second password here")
+    assert follow_link(client, smtp.inbox.wait_for(other, count=2).link()).status_code == 200
+    refused(login(client, other, "the first password here"), 401, "invalid_credentials")
+    assert login(client, other, "the second password here").status_code == 200
+
+
+def test_a_link_sent_again_confirms_and_asks_for_a_password(
+    browser: Browser, client: httpx.Client, smtp: SmtpServer
+) -> None:
+    """A link asked for again carries no sign-up's password: its follower chooses one, and no earlier one works."""
+    email = new_email()
+    sign_up(client, email, password="someone else's password")
+    page = browser.get("/web/signin")
+    answer = browser.submit(page, "/web/signin", fill={"email": email, "password": "someone else's password"})
+    assert browser.submit(answer, "/web/verify/resend").status_code == 200
+    form_page = browser.open_link(smtp.inbox.wait_for(email, count=2).link())
+    assert form_page.status_code == 200 and str(form_page.url).endswith("/web/reset")
+    refused(login(client, email, "someone else's password"), 401, "invalid_credentials")
+    done = browser.submit(form_page, "/web/reset", fill={"password": "the mailbox owner's password"})
+    assert done.status_code == 200
+    assert login(client, email, "the mailbox owner's password").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "x<attacker@evil.test>",
+        "Boss <boss@example.test>",
+        "a,b@evil.test",
+        "ceo(attacker@evil.test)",
+        "ceo@example.test (attacker@evil.test)",
+        "a\r\nBcc: attacker@evil.test",
+        "new\nline@example.test",
+        '"quoted"@example.test',
+    ],
+)
+def test_only_plain_addresses_are_accepted(client: httpx.Client, admin: Admin, address: str) -> None:
+    answer = client.post("/auth/signup", json={"email": address, "password": "x" * 12, "role": "candidate"})
+    refused(answer, 422, "invalid_params")
+    assert "plain e-mail address" in answer.json()["error"]["details"]["errors"][0]["message"]
+    refused(client.post("/auth/password-reset", json={"email": address}), 422, "invalid_params")
+    with pytest.raises(ops.AdminError, match="--email"):
+        admin.run(ops.create_user, email=address, password="x" * 12, role="candidate")
+
+
+@pytest.mark.parametrize("field", ["display_name", "account_name"])
+def test_names_with_control_characters_are_refused(client: httpx.Client, admin: Admin, field: str) -> None:
+    email = new_email()
+    body = {"email": email, "password": "x" * 12, "role": "employer", field: "Acme\nSubject: pay now"}
+    answer = client.post("/auth/signup", json=body)
+    refused(answer, 422, "invalid_params")
+    assert answer.json()["error"]["details"]["errors"][0]["field"] == field
+    assert users_with(admin, email) == []
+    person = admin.user("candidate")
+    update = client.post("/v1/profile.update", json={"display_name": "Ada\r\nBcc: x"}, headers=bearer(person.token))
+    refused(update, 422, "invalid_params")
+
+
 def test_bad_sign_ups_are_refused_clearly(client: httpx.Client) -> None:
     refused(
         client.post("/auth/signup", json={"email": new_email(), "password": "x" * 12, "role": "admin"}),
@@ -140,7 +215,7 @@ def test_an_unverified_sign_in_offers_a_new_link(browser: Browser, client: httpx
     assert browser.submit(answer, "/web/verify/resend").status_code == 200
     second = smtp.inbox.wait_for(email, count=2)
     assert second.link() != first.link()
-    assert browser.get(second.link()).status_code == 200
+    assert browser.open_link(second.link()).status_code == 200
 
 
 def test_links_are_random_hashed_and_not_kept_in_mail(client: httpx.Client, smtp: SmtpServer, admin: Admin) -> None:
@@ -162,7 +237,7 @@ def test_an_expired_verification_link_does_nothing(
     with LiveServer(settings) as server, server.client() as http:
         sign_up(http, email)
         link = smtp.inbox.wait_for(email).link()
-        assert http.get(link).status_code == 400
+        assert follow_link(http, link).status_code == 400
         refused(login(http, email, "a long enough password"), 403, "email_not_verified")
 
 
@@ -187,10 +262,10 @@ def test_reset_ends_every_session_but_keeps_api_keys(
     )
     assert confirm.status_code == 200, confirm.text
     assert admin.sql(
-        "SELECT account_id::text AS account_id, actor_id FROM audit_entries WHERE action = 'password.reset' "
-        "AND target_id = %(u)s",
+        "SELECT account_id::text AS account_id, actor_id, client_address, user_agent IS NOT NULL AS agent "
+        "FROM audit_entries WHERE action = 'password.reset' AND target_id = %(u)s",
         {"u": user.user_id},
-    ) == [{"account_id": user.account_id, "actor_id": user.user_id}]
+    ) == [{"account_id": user.account_id, "actor_id": user.user_id, "client_address": "127.0.0.1", "agent": True}]
 
     refused(me(client, session["access_token"]), 401, "invalid_token")
     refused(me(client, user.token), 401, "invalid_token")
@@ -252,7 +327,7 @@ def test_the_web_reset_pages(browser: Browser, smtp: SmtpServer, admin: Admin, c
     start = browser.get("/web/password-reset")
     assert browser.submit(start, "/web/password-reset", fill={"email": user.email}).status_code == 200
     link = smtp.inbox.wait_for(user.email).link()
-    page = browser.get(link)
+    page = browser.open_link(link)
     assert page.status_code == 200
     assert page.headers["Referrer-Policy"] == "no-referrer", "the token never leaks to another site"
     assert "https://" not in page.text and "http://" not in page.text.replace(browser.http.base_url.host, "")
@@ -260,7 +335,7 @@ def test_the_web_reset_pages(browser: Browser, smtp: SmtpServer, admin: Admin, c
     done = browser.submit(page, "/web/reset", fill={"password": "the web's new password"})
     assert done.status_code == 200 and "signed out everywhere" in text(done)
     assert login(client, user.email, "the web's new password").status_code == 200
-    used = browser.get(link)
+    used = browser.open_link(link)
     assert used.status_code == 400 and "/web/password-reset" in used.text
 
 
@@ -336,3 +411,20 @@ def test_the_json_endpoints_follow_cors_and_the_pages_do_not(
         assert answer.status_code == 202 and answer.headers["Access-Control-Allow-Origin"] == app
         for page in ("/web/signup", "/web/password-reset"):
             assert "access-control-allow-origin" not in http.get(page, headers={"Origin": app}).headers
+
+
+@pytest.mark.parametrize("path", ["/web/verify", "/web/reset", "/web/invite"])
+def test_a_link_token_is_exchanged_for_a_cookie_and_a_clean_address(live: LiveServer, path: str) -> None:
+    """Access logs and proxies see a token-carrying address once, answered by a redirect; the page has none."""
+    with live.client() as http:
+        answer = http.get(f"{path}?token=some-live-token")
+        assert answer.status_code == 303 and answer.headers["Location"] == path
+        cookie = answer.headers["Set-Cookie"].lower()
+        assert cookie.startswith("hire_link=some-live-token;")
+        for attribute in ("httponly", f"path={path}", "samesite=lax", "max-age=900"):
+            assert attribute in cookie, (attribute, cookie)
+        assert "secure" not in cookie, "Secure when the service is served over https"
+        assert answer.headers["Referrer-Policy"] == "no-referrer" and answer.headers["Cache-Control"] == "no-store"
+        page = http.get(path)
+        assert page.status_code == 400, "an unknown token: the page says so"
+        assert 'hire_link=""' in page.headers["Set-Cookie"] or "max-age=0" in page.headers["Set-Cookie"].lower()

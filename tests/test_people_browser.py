@@ -112,7 +112,7 @@ def test_a_newcomer_signs_up_invites_a_colleague_who_joins(chromium: Browser, li
     page.get_by_role("button", name="Send invitation").click()
     expect(page.get_by_role("status").first).to_contain_text("The invitation is on its way")
 
-    invitation = mail_to(data_dir, colleague_email, "You are invited to join Startup Hiring Co")
+    invitation = mail_to(data_dir, colleague_email, "You are invited to join a team on Hire")
     colleague.page.goto(link_in(invitation))
     expect(colleague.page.get_by_role("heading", name="Join Startup Hiring Co")).to_be_visible()
     colleague.page.get_by_label("Your name").fill("Cole League")

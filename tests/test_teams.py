@@ -52,7 +52,7 @@ def invite(browser: Browser, email: str) -> httpx.Response:
 
 
 def accept(browser: Browser, link: str, name: str = "Grace Hopper", password: str = JOINER_PASSWORD) -> httpx.Response:
-    page = browser.get(link)
+    page = browser.open_link(link)
     assert page.status_code == 200, page.text
     assert page.headers["Referrer-Policy"] == "no-referrer"
     return browser.submit(page, "/web/invite", fill={"display_name": name, "password": password})
@@ -95,7 +95,7 @@ def test_invite_accept_and_see_the_team(
     assert "Grace Hopper" in team and "No pending invitations." in team
     [signed_in] = admin.sql("SELECT last_signin_at FROM users WHERE email = %(e)s", {"e": email})
     assert signed_in["last_signin_at"] is not None, "the team page shows the last sign-in"
-    used = anonymous.get(link)
+    used = anonymous.open_link(link)
     assert used.status_code == 400 and "already accepted" in text(used), "an invitation works once"
     joiner = admin.sql("SELECT id::text AS id FROM users WHERE email = %(e)s", {"e": email})[0]["id"]
     audited = admin.sql(
@@ -117,22 +117,34 @@ def test_resend_replaces_the_link_and_revoke_ends_it(
     [resend] = [f.action for f in forms(page.text) if f.action.endswith("/resend")]
     assert location(owner_browser.submit(page, resend)) == "/panel/team?notice=invitation_resent"
     second = smtp.inbox.wait_for(email, count=2).link()
-    assert anonymous.get(first).status_code == 400, "the old link died"
-    assert anonymous.get(second).status_code == 200
+    assert anonymous.open_link(first).status_code == 400, "the old link died"
+    assert anonymous.open_link(second).status_code == 200
     page = owner_browser.get("/panel/team")
     assert (
         location(owner_browser.submit(page, resend.replace("/resend", "/revoke")))
         == "/panel/team?notice=invitation_revoked"
     )
-    assert anonymous.get(second).status_code == 400
+    assert anonymous.open_link(second).status_code == 400
     assert member_ids(admin, owner.account_id) == {owner.user_id}
 
 
-def test_an_address_with_an_account_cannot_join(
+def audited(admin: Admin, action: str, account_id: str) -> list[dict[str, Any]]:
+    return admin.sql(
+        "SELECT actor_id, target_id, client_address, user_agent FROM audit_entries "
+        "WHERE action = %(action)s AND account_id = %(a)s::uuid ORDER BY id",
+        {"action": action, "a": account_id},
+    )
+
+
+def test_the_panel_answers_alike_whether_or_not_an_address_has_a_user(
     owner_browser: Browser, anonymous: Browser, smtp: SmtpServer, admin: Admin, owner: User, candidate: User
 ) -> None:
-    refused_page = invite(owner_browser, candidate.email)
-    assert refused_page.status_code == 409 and "already has an account" in text(refused_page)
+    """Settings > Team must not tell which addresses have accounts: the invitation page tells the invitee."""
+    known, unknown = invite(owner_browser, candidate.email), invite(owner_browser, new_email())
+    assert (known.status_code, location(known)) == (unknown.status_code, location(unknown))
+    assert location(known) == "/panel/team?notice=invitation_sent"
+    page = anonymous.open_link(smtp.inbox.wait_for(candidate.email).link())
+    assert page.status_code == 409 and "already has an account" in text(page)
     with pytest.raises(ops.AdminError, match="already has an account"):
         admin.run(ops.invite, admin.settings, inviter_email=owner.email, invitee=candidate.email)
     # an invitation sent before the address got an account: the page says why, and nobody joins
@@ -140,9 +152,56 @@ def test_an_address_with_an_account_cannot_join(
     invite(owner_browser, email)
     link = smtp.inbox.wait_for(email).link()
     admin.user("candidate", email=email)
-    page = anonymous.get(link)
+    page = anonymous.open_link(link)
     assert page.status_code == 409 and "already has an account" in text(page)
     assert member_ids(admin, owner.account_id) == {owner.user_id}
+
+
+def test_removing_a_member_revokes_the_invitations_they_sent(
+    live: LiveServer, owner_browser: Browser, anonymous: Browser, smtp: SmtpServer, admin: Admin, owner: User
+) -> None:
+    """A removed member may not come back through an invitation they sent to an address of their own."""
+    member = admin.user("employer", account_id=owner.account_id)
+    member_browser = Browser(live.url)
+    assert location(member_browser.sign_in(member, "/panel/team")) == "/panel/team"
+    own_address, colleague = new_email(), new_email()
+    invite(member_browser, own_address)
+    invite(owner_browser, colleague)
+    link = smtp.inbox.wait_for(own_address).link()
+    confirm = owner_browser.get(f"/panel/team/members/{member.user_id}/remove")
+    assert location(owner_browser.submit(confirm, f"/panel/team/members/{member.user_id}/remove"))
+    page = anonymous.open_link(link)
+    assert page.status_code == 400 and "revoked" in text(page)
+    assert member_ids(admin, owner.account_id) == {owner.user_id}
+    team = text(owner_browser.get("/panel/team"))
+    assert own_address not in team and colleague in team, "only the removed member's invitations end"
+    member_browser.close()
+
+
+def test_member_actions_are_audited_with_their_origin(
+    owner_browser: Browser, anonymous: Browser, smtp: SmtpServer, admin: Admin, owner: User
+) -> None:
+    email = new_email()
+    invite(owner_browser, email)
+    assert location(accept(anonymous, smtp.inbox.wait_for(email).link())) == "/panel"
+    [joiner] = admin.sql("SELECT id::text AS id FROM users WHERE email = %(e)s", {"e": email})
+    confirm = owner_browser.get(f"/panel/team/members/{joiner['id']}/remove")
+    assert location(owner_browser.submit(confirm, f"/panel/team/members/{joiner['id']}/remove"))
+    for action in ("member.invited", "member.joined", "member.removed"):
+        [entry] = audited(admin, action, owner.account_id)
+        assert entry["client_address"] == "127.0.0.1", action
+        assert entry["user_agent"] and entry["user_agent"].startswith("python-httpx"), action
+
+
+def test_an_invitation_subject_carries_no_user_text(
+    owner_browser: Browser, smtp: SmtpServer, admin: Admin, owner: User
+) -> None:
+    admin.sql("UPDATE accounts SET name = 'Urgent: verify your bank account' WHERE id = %(a)s", {"a": owner.account_id})
+    email = new_email()
+    invite(owner_browser, email)
+    mail = smtp.inbox.wait_for(email)
+    assert mail.message["Subject"] == "You are invited to join a team on Hire"
+    assert "Urgent: verify your bank account" in mail.text, "the name is in the body, where it is plainly quoted"
 
 
 def test_admin_invite_prints_the_link(admin: Admin, owner: User, smtp: SmtpServer, anonymous: Browser) -> None:
@@ -238,4 +297,8 @@ def test_profile_change_password_and_sign_out_everywhere(live: LiveServer, admin
     assert browser.submit(page, "/panel/profile/sign-out-everywhere", drop=["csrf_token"]).status_code == 403
     assert location(browser.submit(page, "/panel/profile/sign-out-everywhere")).startswith("/web/signin")
     refused(me(client, fresh), 401, "invalid_token")
+    for action in ("password.changed", "sessions.revoked"):
+        [entry] = audited(admin, action, user.account_id)
+        assert (entry["actor_id"], entry["target_id"]) == (user.user_id, user.user_id), action
+        assert entry["client_address"] == "127.0.0.1" and entry["user_agent"], action
     browser.close()

@@ -42,6 +42,8 @@ ACTIONS = frozenset(
         "signin.succeeded",
         "signin.failed",
         "password.reset",
+        "password.changed",
+        "sessions.revoked",
         "profile.exported",
         "user.deleted",
     }

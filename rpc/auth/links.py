@@ -1,10 +1,12 @@
 """The single-use links mailed to a person (e-mail verification, password reset): 256 random bits, of which
 only the SHA-256 is kept, valid for a set time, and only while the person still has the address it was sent
-to. Using one voids every other open link of the same purpose for that person."""
+to. Using one voids every other open link of the same purpose for that person. A verification link sent for a
+sign-up keeps that sign-up's password hash, so that it confirms that sign-up and no other."""
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Literal
 
 from rpc.core.crypto import random_token, token_hash
@@ -14,8 +16,8 @@ from rpc.core.types import Connection
 Purpose = Literal["verify", "reset"]
 
 _INSERT = """
-INSERT INTO email_links (purpose, user_id, email, token_hash, expires_at)
-VALUES (%(purpose)s, %(user_id)s, %(email)s, %(hash)s, now() + %(lifetime)s)
+INSERT INTO email_links (purpose, user_id, email, token_hash, expires_at, password_hash)
+VALUES (%(purpose)s, %(user_id)s, %(email)s, %(hash)s, now() + %(lifetime)s, %(password_hash)s)
 """
 # The link's own row, only if it is open and its person still has the address (and signs in here).
 _USE = """
@@ -23,7 +25,7 @@ UPDATE email_links AS l SET used_at = now()
 FROM users AS u
 WHERE l.token_hash = %(hash)s AND l.purpose = %(purpose)s AND l.used_at IS NULL AND l.expires_at > now()
   AND u.id = l.user_id AND u.email = l.email AND u.issuer IS NULL
-RETURNING l.user_id::text AS user_id
+RETURNING l.user_id::text AS user_id, l.password_hash
 """
 _VOID = """
 UPDATE email_links SET used_at = now()
@@ -31,7 +33,22 @@ WHERE user_id = %(user_id)s AND used_at IS NULL AND (%(purpose)s::text IS NULL O
 """
 
 
-async def issue(conn: Connection, purpose: Purpose, user_id: str, email: str, lifetime_seconds: float) -> str:
+@dataclass(frozen=True, slots=True)
+class Used:
+    """The person whose link was used, and the password of the sign-up it was sent for (verification only)."""
+
+    user_id: str
+    password_hash: str | None
+
+
+async def issue(
+    conn: Connection,
+    purpose: Purpose,
+    user_id: str,
+    email: str,
+    lifetime_seconds: float,
+    password_hash: str | None = None,
+) -> str:
     """A new link's token (for the mail only; the database keeps its hash)."""
     token = random_token()
     values = {
@@ -40,20 +57,21 @@ async def issue(conn: Connection, purpose: Purpose, user_id: str, email: str, li
         "email": email,
         "hash": token_hash(token),
         "lifetime": dt.timedelta(seconds=lifetime_seconds),
+        "password_hash": password_hash,
     }
     await conn.execute(_INSERT, values)
     return token
 
 
-async def use(conn: Connection, purpose: Purpose, token: str) -> str:
-    """The id of the person whose open link this is, marking it and their other open links of this purpose used;
+async def use(conn: Connection, purpose: Purpose, token: str) -> Used:
+    """The person whose open link this is, marking it and their other open links of this purpose used;
     `InvalidLink` for an unknown, used or expired token. Call it inside the transaction of what the link does."""
     cursor = await conn.execute(_USE, {"hash": token_hash(token), "purpose": purpose})
     row = await cursor.fetchone()
     if row is None:
         raise InvalidLink()
     await void(conn, row["user_id"], purpose)
-    return str(row["user_id"])
+    return Used(str(row["user_id"]), row["password_hash"])
 
 
 async def void(conn: Connection, user_id: str, purpose: Purpose | None = None) -> None:

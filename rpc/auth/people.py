@@ -8,9 +8,10 @@ goes to the address itself). A password reset or change ends every session of th
 
 from __future__ import annotations
 
-import re
+import unicodedata
 from typing import Literal
 
+import email_validator
 import psycopg
 
 from rpc.audit import log as audit_log
@@ -27,7 +28,7 @@ MIN_PASSWORD_LENGTH = 10
 MAX_PASSWORD_LENGTH = 1024
 MAX_EMAIL_LENGTH = 254
 MAX_NAME_LENGTH = 200
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_LINE_BREAKS = frozenset({"Cc", "Zl", "Zp"})  # control characters, line and paragraph separators
 # The most common passwords of at least 10 characters in public breach corpora: refused outright.
 COMMON_PASSWORDS = frozenset(
     {
@@ -48,10 +49,7 @@ _NEW_USER = """
 WITH account AS (INSERT INTO accounts (name) VALUES (%(account_name)s) RETURNING id)
 INSERT INTO users (account_id, role, email, password_hash, display_name)
 SELECT account.id, %(role)s, %(email)s, %(password_hash)s, %(display_name)s FROM account
-RETURNING id::text AS id
 """
-_REPLACE_PENDING = "UPDATE users SET password_hash = %(password_hash)s, updated_at = now() WHERE id = %(id)s"
-_VERIFIED = "UPDATE users SET email_verified_at = coalesce(email_verified_at, now()) WHERE id = %(id)s"
 _PERSON = "SELECT account_id::text AS account_id, email, password_hash FROM users WHERE id = %(id)s AND issuer IS NULL"
 _NEW_HASH = """
 UPDATE users SET password_hash = %(password_hash)s, email_verified_at = coalesce(email_verified_at, now()),
@@ -82,9 +80,23 @@ def normal_email(email: str) -> str:
 
 
 def email_problem(email: str) -> str | None:
-    if len(email) > MAX_EMAIL_LENGTH or not _EMAIL.match(email):
-        return "Enter an e-mail address such as name@example.com."
-    return None
+    """Why `email` is not one plain ASCII addr-spec (`local@domain`), or None: a display name (`x <a@b>`), a
+    comment (`a(b)@c`), several addresses (`a,b@c`), quoting or control characters would let the address say
+    something other than where the mail goes. `.test` domains (RFC 6761) are accepted, for tests and staging;
+    whether the domain receives mail is not asked."""
+    problem = None
+    if not email.isascii() or len(email) > MAX_EMAIL_LENGTH:
+        problem = "use only ASCII letters, digits and punctuation, at most 254 of them."
+    else:
+        try:
+            email_validator.validate_email(
+                email, check_deliverability=False, test_environment=True, allow_smtputf8=False
+            )
+        except email_validator.EmailNotValidError as exc:
+            problem = str(exc)
+    if problem is None:
+        return None
+    return f"Enter one plain e-mail address such as name@example.com, without a name or comments: {problem}"
 
 
 def password_problem(password: str, email: str) -> str | None:
@@ -109,8 +121,12 @@ def invalid(problems: dict[str, str | None]) -> None:
 
 
 def name_problem(name: str | None) -> str | None:
-    if name is not None and len(name.strip()) > MAX_NAME_LENGTH:
-        return f"Use at most {MAX_NAME_LENGTH} characters."
+    """Why a person's or an account's name is refused, or None: too long, or with a control character or line
+    break (a name is shown in pages and mail, and must not start a new line in either)."""
+    if name is None:
+        return None
+    if len(name.strip()) > MAX_NAME_LENGTH or any(unicodedata.category(c) in _LINE_BREAKS for c in name):
+        return f"Use at most {MAX_NAME_LENGTH} characters, without line breaks or control characters."
     return None
 
 
@@ -130,7 +146,8 @@ class People:
 
     async def sign_up(self, conn: Connection, params: SignUp) -> None:
         """A new person gets a verification link; a known verified address a reset link instead; a known
-        unverified one (a sign-up never confirmed) takes the new password and gets a new verification link."""
+        unverified one (a sign-up never confirmed) a new verification link that carries this sign-up's password,
+        so that only whoever follows it signs in with it (the person's row keeps the first sign-up's)."""
         email = normal_email(params.email)
         invalid(
             {
@@ -143,19 +160,17 @@ class People:
         password_hash = await self._passwords.hash(params.password)  # known or not: the same work
         async with conn.transaction():
             known = await (await conn.execute(_USER_BY_EMAIL, {"email": email})).fetchone()
-            if known is None:
-                known = await self._create(conn, params, email, password_hash)
-                if known is None:  # created by a concurrent sign-up a moment ago: that one mails the link
-                    return
-            elif known["verified"]:
+            if known is None:  # new, or created by a concurrent sign-up a moment ago: this one gets its own link
+                await self._create(conn, params, email, password_hash)
+                known = await one_row(await conn.execute(_USER_BY_EMAIL, {"email": email}))
+            if known["verified"]:
                 link = await self._link(conn, "reset", known["id"], email, self._settings.reset_link_lifetime)
                 await self.mail.send(conn, "account_exists", email, link=link)
                 return
-            else:
-                await conn.execute(_REPLACE_PENDING, {"id": known["id"], "password_hash": password_hash})
-            await self._send_verification(conn, known["id"], email)
+            await self._send_verification(conn, known["id"], email, password_hash)
 
-    async def _create(self, conn: Connection, params: SignUp, email: str, password_hash: str) -> dict[str, str] | None:
+    async def _create(self, conn: Connection, params: SignUp, email: str, password_hash: str) -> None:
+        """The person, unless a concurrent sign-up created them first."""
         account_name = (params.account_name or "").strip() if params.role == "employer" else ""
         values = {
             "account_name": (account_name or email)[:MAX_NAME_LENGTH],
@@ -166,24 +181,31 @@ class People:
         }
         try:
             async with conn.transaction():
-                return dict(await one_row(await conn.execute(_NEW_USER, values)))
+                await conn.execute(_NEW_USER, values)
         except psycopg.errors.UniqueViolation:
-            return None
+            pass
 
     async def resend_verification(self, conn: Connection, email: str) -> None:
-        """A new verification link for a known, unverified address; nothing otherwise (and the same answer)."""
+        """A new verification link for a known, unverified address; nothing otherwise (and the same answer). It
+        carries no password: whoever follows it chooses one then (`verify`)."""
         email = normal_email(email)
         async with conn.transaction():
             known = await (await conn.execute(_USER_BY_EMAIL, {"email": email})).fetchone()
             if known is not None and not known["verified"]:
-                await self._send_verification(conn, known["id"], email)
+                await self._send_verification(conn, known["id"], email, None)
 
-    async def verify(self, conn: Connection, token: str) -> str:
-        """Mark the link's person verified; their id. `InvalidLink` for a used, expired or unknown link."""
+    async def verify(self, conn: Connection, token: str) -> str | None:
+        """Mark the link's person verified. A link sent for a sign-up sets that sign-up's password (None is
+        returned); a link sent again on request carries none, so the password is cleared and a reset token
+        returned, for the person to choose one at once — no password chosen by anyone else ever signs in.
+        `InvalidLink` for a used, expired or unknown link."""
         async with conn.transaction():
-            user_id = await links.use(conn, "verify", token)
-            await conn.execute(_VERIFIED, {"id": user_id})
-        return user_id
+            used = await links.use(conn, "verify", token)
+            await self._set_password(conn, used.user_id, used.password_hash)
+            if used.password_hash is not None:
+                return None
+            email = (await one_row(await conn.execute(_PERSON, {"id": used.user_id})))["email"]
+            return await links.issue(conn, "reset", used.user_id, email, self._settings.reset_link_lifetime)
 
     async def request_reset(self, conn: Connection, email: str) -> None:
         """A reset link for a known, verified address; nothing otherwise (and the same answer)."""
@@ -194,14 +216,14 @@ class People:
                 link = await self._link(conn, "reset", known["id"], email, self._settings.reset_link_lifetime)
                 await self.mail.send(conn, "reset", email, link=link)
 
-    async def reset_password(self, conn: Connection, token: str, password: str) -> str:
-        """The password reset (audit: `password.reset`): sets the password of the link's person and ends every
-        session of theirs; their id. A refused password leaves the link usable."""
+    async def reset_password(self, conn: Connection, token: str, password: str, origin: audit_log.Origin) -> str:
+        """The password reset (audit: `password.reset`, from `origin`): sets the password of the link's person
+        and ends every session of theirs; their id. A refused password leaves the link usable."""
         if len(password) > MAX_PASSWORD_LENGTH:
             invalid({"password": password_problem(password, "")})
         password_hash = await self._passwords.hash(password)
         async with conn.transaction():
-            user_id = await links.use(conn, "reset", token)
+            user_id = (await links.use(conn, "reset", token)).user_id
             person = await one_row(await conn.execute(_PERSON, {"id": user_id}))
             invalid({"password": password_problem(password, person["email"])})
             await self._set_password(conn, user_id, password_hash)
@@ -211,12 +233,15 @@ class People:
                 account_id=person["account_id"],
                 actor=audit_log.Actor("user", user_id),
                 target_id=user_id,
+                origin=origin,
             )
         return user_id
 
-    async def change_password(self, conn: Connection, user_id: str, current: str, new: str) -> None:
-        """A signed-in person's change (the current password required); ends every session of theirs.
-        `InvalidCredentials` for a wrong current password, `InvalidParams` for a refused new one."""
+    async def change_password(
+        self, conn: Connection, user_id: str, current: str, new: str, origin: audit_log.Origin
+    ) -> None:
+        """A signed-in person's change (the current password required; audit: `password.changed`); ends every
+        session of theirs. `InvalidCredentials` for a wrong current password, `InvalidParams` for a refused one."""
         person = await (await conn.execute(_PERSON, {"id": user_id})).fetchone()
         if person is None or not await self._passwords.verify(person["password_hash"], current):
             raise InvalidCredentials("The current password is wrong.")
@@ -224,16 +249,31 @@ class People:
         password_hash = await self._passwords.hash(new)
         async with conn.transaction():
             await self._set_password(conn, user_id, password_hash)
+            actor = audit_log.Actor("user", user_id)
+            await audit_log.record(
+                conn, "password.changed", account_id=person["account_id"], actor=actor, target_id=user_id, origin=origin
+            )
 
-    async def _set_password(self, conn: Connection, user_id: str, password_hash: str) -> None:
+    async def _set_password(self, conn: Connection, user_id: str, password_hash: str | None) -> None:
+        """Set (or, with None, clear) the password and mark the address verified: the person followed a link
+        mailed to it, or signed in with it."""
         await conn.execute(_NEW_HASH, {"id": user_id, "password_hash": password_hash})
         await links.void(conn, user_id, "reset")
         await end_sessions(conn, user_id)
 
-    async def _send_verification(self, conn: Connection, user_id: str, email: str) -> None:
-        link = await self._link(conn, "verify", user_id, email, self._settings.verify_link_lifetime)
+    async def _send_verification(self, conn: Connection, user_id: str, email: str, password_hash: str | None) -> None:
+        lifetime = self._settings.verify_link_lifetime
+        link = await self._link(conn, "verify", user_id, email, lifetime, password_hash)
         await self.mail.send(conn, "verify", email, link=link)
 
-    async def _link(self, conn: Connection, purpose: links.Purpose, user_id: str, email: str, lifetime: float) -> str:
-        token = await links.issue(conn, purpose, user_id, email, lifetime)
+    async def _link(
+        self,
+        conn: Connection,
+        purpose: links.Purpose,
+        user_id: str,
+        email: str,
+        lifetime: float,
+        password_hash: str | None = None,
+    ) -> str:
+        token = await links.issue(conn, purpose, user_id, email, lifetime, password_hash)
         return self.mail.composer.link("/web/verify" if purpose == "verify" else "/web/reset", token)

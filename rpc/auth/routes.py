@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from rpc.audit import log as audit_log
 from rpc.auth.identity import TokenPair
-from rpc.auth.people import SignUp, normal_email
+from rpc.auth.people import SignUp, email_problem, invalid, normal_email
 from rpc.core.envelope import Params, encoder
 from rpc.core.params import read_json
 from rpc.core.responses import json_response, render
@@ -104,6 +104,7 @@ async def password_reset(request: Request) -> Response:
     state = services(request)
     try:
         params = await read_json(request, _reset_decoder, ResetRequest, empty_is_object=False)
+        invalid({"email": email_problem(normal_email(params.email))})
         await throttle_people(state.throttle, request, params.email)
     except Exception as exc:
         return _no_store(render(exc, "auth.password_reset"))
@@ -120,7 +121,7 @@ async def password_reset_confirm(request: Request) -> Response:
         params = await read_json(request, _confirm_decoder, ResetConfirm, empty_is_object=False)
         await state.throttle.hit_address("people_address", client_address(request))
         async with state.pool.connection() as conn:
-            await state.people.reset_password(conn, params.token, params.password)
+            await state.people.reset_password(conn, params.token, params.password, audit_log.Origin.of(request))
     except Exception as exc:
         return _no_store(render(exc, "auth.password_reset.confirm"))
     return json_response(b'{"status":"password_changed"}', headers=NO_STORE)

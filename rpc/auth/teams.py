@@ -6,7 +6,13 @@ them out of the account — they keep their person (and what they did stays thei
 account of their own — and stops every credential they held: session and refresh tokens, web sessions, API
 keys and OAuth grants, each at its next use. Admins (platform operators) are changed with `bin/admin` only.
 
-Each action the audit log will record (`member.invited`, `member.joined`, `member.removed`) is one function here.
+Inviting an address that already has a user answers as inviting any other does (the invitation is sent, and
+its page tells the invitee why they cannot accept), so that nobody learns from Settings > Team which addresses
+have accounts; only `bin/admin invite`, an operator's tool, refuses them. Removing a member also revokes the
+invitations they sent that are still open, so that a removed member cannot come back through one.
+
+Each action the audit log will record (`member.invited`, `member.joined`, `member.removed`) is one function here,
+recorded with the request's origin.
 """
 
 from __future__ import annotations
@@ -95,6 +101,10 @@ _DETACH = """
 WITH own AS (INSERT INTO accounts (name) VALUES (%(account_name)s) RETURNING id)
 UPDATE users SET account_id = (SELECT id FROM own), role = 'candidate', updated_at = now() WHERE id = %(id)s
 """
+_REVOKE_SENT_BY = """
+UPDATE invitations SET revoked_at = now()
+WHERE account_id = %(account_id)s AND invited_by = %(id)s AND accepted_at IS NULL AND revoked_at IS NULL
+"""
 _REVOKE_KEYS_AND_GRANTS = """
 WITH keys AS (
     UPDATE api_keys SET revoked_at = now() WHERE user_id = %(id)s AND revoked_at IS NULL
@@ -138,15 +148,25 @@ class Teams:
     async def open_invitations(self, conn: Connection, account_id: str) -> list[dict[str, Any]]:
         return await (await conn.execute(_OPEN_INVITATIONS, {"account_id": account_id})).fetchall()
 
-    async def invite_member(self, conn: Connection, account_id: str, inviter: dict[str, Any], email: str) -> Sent:
+    async def invite_member(
+        self,
+        conn: Connection,
+        account_id: str,
+        inviter: dict[str, Any],
+        email: str,
+        *,
+        origin: audit_log.Origin = audit_log.NO_ORIGIN,
+        refuse_known: bool = False,
+    ) -> Sent:
         """Invite `email` into the account (audit: `member.invited`); `inviter` has `id` and a name or e-mail
-        (`name`), or no `id` for an operator. Inviting an address again resends its open invitation."""
+        (`name`), or no `id` for an operator. Inviting an address again resends its open invitation. An address
+        that has a user is invited like any other (its page explains), unless `refuse_known` (`bin/admin`)."""
         email = normal_email(email)
         invalid({"email": email_problem(email)})
         token = random_token()
         async with conn.transaction():
             account = await one_row(await conn.execute(_ACCOUNT, {"account_id": account_id}))
-            if await (await conn.execute(_HAS_USER, {"email": email})).fetchone() is not None:
+            if refuse_known and await (await conn.execute(_HAS_USER, {"email": email})).fetchone() is not None:
                 raise InviteeHasAccount()
             if (await one_row(await conn.execute(_COUNT_OPEN, {"account_id": account_id})))[
                 "n"
@@ -163,7 +183,7 @@ class Teams:
             link = await self._mail_invitation(conn, email, token, account["name"], inviter["name"])
             actor = audit_log.Actor("user", inviter["id"]) if inviter.get("id") else audit_log.OPERATOR
             await audit_log.record(
-                conn, "member.invited", account_id=account_id, actor=actor, target_id=str(invitation_id)
+                conn, "member.invited", account_id=account_id, actor=actor, target_id=str(invitation_id), origin=origin
             )
         return Sent(invitation_id=invitation_id, link=link)
 
@@ -197,8 +217,10 @@ class Teams:
             raise InviteeHasAccount()
         return Invitation(email=row["email"], account_name=row["account_name"])
 
-    async def accept_invitation(self, conn: Connection, token: str, display_name: str, password: str) -> str:
-        """The invitee joins (audit: `member.joined`) as a verified employer; their user id."""
+    async def accept_invitation(
+        self, conn: Connection, token: str, display_name: str, password: str, origin: audit_log.Origin
+    ) -> str:
+        """The invitee joins (audit: `member.joined`, from `origin`) as a verified employer; their user id."""
         invitation = await self.invitation(conn, token)
         name = display_name.strip()
         invalid(
@@ -221,14 +243,18 @@ class Teams:
                     account_id=row["account_id"],
                     actor=audit_log.Actor("user", user_id),
                     target_id=user_id,
+                    origin=origin,
                 )
                 return user_id
         except psycopg.errors.UniqueViolation:
             raise InviteeHasAccount() from None
 
-    async def remove_member(self, conn: Connection, account_id: str, actor_id: str, member_id: str) -> None:
-        """Take `member_id` out of the account (audit: `member.removed`): not oneself, not an admin, never the
-        last member; every credential they held stops at its next use."""
+    async def remove_member(
+        self, conn: Connection, account_id: str, actor_id: str, member_id: str, origin: audit_log.Origin
+    ) -> None:
+        """Take `member_id` out of the account (audit: `member.removed`, from `origin`): not oneself, not an
+        admin, never the last member; every credential they held stops at its next use, and every invitation
+        they sent that is still open is revoked."""
         async with conn.transaction():
             members = {
                 m["id"]: m for m in await (await conn.execute(_LOCK_MEMBERS, {"account_id": account_id})).fetchall()
@@ -244,6 +270,7 @@ class Teams:
                 raise Conflict("An account keeps at least one member.")
             await conn.execute(_DETACH, {"id": member_id, "account_name": (member["email"] or member_id)[:200]})
             await conn.execute(_REVOKE_KEYS_AND_GRANTS, {"id": member_id})
+            await conn.execute(_REVOKE_SENT_BY, {"id": member_id, "account_id": account_id})
             await links.void(conn, member_id)
             await end_sessions(conn, member_id)
             await audit_log.record(
@@ -252,6 +279,7 @@ class Teams:
                 account_id=account_id,
                 actor=audit_log.Actor("user", actor_id),
                 target_id=member_id,
+                origin=origin,
             )
 
     async def _mail_invitation(self, conn: Connection, email: str, token: str, account_name: str, inviter: str) -> str:

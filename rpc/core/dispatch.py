@@ -137,7 +137,7 @@ class Dispatcher:
         params, body = await read_params(proc, request)
         key = idempotency.key_of(request) if proc.write else None
         self._check_role(proc, principal)
-        claim = idempotency.claim_for(principal.account_id, key, proc.name, body) if key else None
+        claim = idempotency.claim_for(principal.account_id, principal.user_id, key, proc.name, body) if key else None
         return _Call(proc, request, credential, params, probed, claim)
 
     def _check_scope(self, proc: Procedure, principal: Principal) -> None:

@@ -1,8 +1,10 @@
 """Idempotent writes (CONTRACT.md §17): a write sent again with the same `Idempotency-Key` answers what the first
 answered, and does nothing else.
 
-A key belongs to the account and is kept 24 hours, with the procedure and a fingerprint of the parameters (the
-SHA-256 of the body as canonical JSON: keys sorted, so `{"a":1,"b":2}` and `{"b":2,"a":1}` are the same call).
+A key belongs to the account — and, for a procedure about one person (`profile.*`), to the calling person too,
+so that two members' keys never meet there — and is kept 24 hours, with the procedure, the calling person (an
+erased person's keys go with them) and a fingerprint of the parameters (the SHA-256 of the body as canonical
+JSON: keys sorted, so `{"a":1,"b":2}` and `{"b":2,"a":1}` are the same call).
 The first call claims the key's row inside its own transaction and stores its answer there too, so that a crash
 can never leave a write without its key or a key without its write. A transaction-scoped advisory lock on the key
 keeps a concurrent call with the same key from waiting on that row: it is told at once that the key is in use
@@ -37,29 +39,37 @@ CALLS_OUT_LEASE = dt.timedelta(minutes=2)  # longer than any wait on another ser
 KEPT_REFUSALS = frozenset({403, 404, 409})
 PURGE_BATCH = 1000
 _PRINTABLE = re.compile(r"^[\x20-\x7e]{1,255}$")
+PERSONAL = "profile."  # the procedures about the calling person alone: their keys are the person's
 
 _LOCK = "SELECT pg_try_advisory_xact_lock(%(lock)s) AS locked"
 _FIND = """
 SELECT procedure, fingerprint, status, body, coalesce(lease_until > now(), false) AS running
 FROM idempotency_keys
-WHERE account_id = %(account_id)s AND key = %(key)s AND expires_at > now()
+WHERE account_id = %(account_id)s AND scope = %(scope)s AND key = %(key)s AND expires_at > now()
 """
 # Takes the place of an expired row, or of a claim whose call died (its lease ran out): a live one was found first.
 _CLAIM = """
-INSERT INTO idempotency_keys (account_id, key, procedure, fingerprint, expires_at, lease_until)
-VALUES (%(account_id)s, %(key)s, %(procedure)s, %(fingerprint)s, now() + %(kept_for)s, %(lease_until)s)
+INSERT INTO idempotency_keys (account_id, scope, key, user_id, procedure, fingerprint, expires_at, lease_until)
+VALUES (%(account_id)s, %(scope)s, %(key)s, %(user_id)s, %(procedure)s, %(fingerprint)s, now() + %(kept_for)s,
+        %(lease_until)s)
 ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO UPDATE
 SET procedure = EXCLUDED.procedure, fingerprint = EXCLUDED.fingerprint, status = NULL, body = NULL,
-    created_at = now(), expires_at = EXCLUDED.expires_at, lease_until = EXCLUDED.lease_until
+    created_at = now(), expires_at = EXCLUDED.expires_at, lease_until = EXCLUDED.lease_until,
+    user_id = EXCLUDED.user_id
 """
 _KEEP = """
 UPDATE idempotency_keys SET status = %(status)s, body = %(body)s, lease_until = NULL
-WHERE account_id = %(account_id)s AND key = %(key)s
+WHERE account_id = %(account_id)s AND scope = %(scope)s AND key = %(key)s
 """
-_RELEASE = "DELETE FROM idempotency_keys WHERE account_id = %(account_id)s AND key = %(key)s AND status IS NULL"
+_RELEASE = """
+DELETE FROM idempotency_keys
+WHERE account_id = %(account_id)s AND scope = %(scope)s AND key = %(key)s AND status IS NULL
+"""
 _PURGE = """
 DELETE FROM idempotency_keys
-WHERE (account_id, key) IN (SELECT account_id, key FROM idempotency_keys WHERE expires_at < now() LIMIT %(batch)s)
+WHERE (account_id, scope, key) IN (
+    SELECT account_id, scope, key FROM idempotency_keys WHERE expires_at < now() LIMIT %(batch)s
+)
 """
 
 
@@ -93,16 +103,19 @@ class Kept:
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """One call's key: the account it belongs to, the key, and what the call is (procedure and parameters)."""
+    """One call's key: the account it belongs to (and the person, for a procedure about them: `scope`), the key,
+    who calls, and what the call is (procedure and parameters)."""
 
     account_id: str
+    scope: str
     key: str
+    user_id: str
     procedure: str
     fingerprint: bytes
 
     @property
     def values(self) -> dict[str, object]:
-        return {"account_id": self.account_id, "key": self.key}
+        return {"account_id": self.account_id, "scope": self.scope, "key": self.key}
 
 
 def key_of(request: Request) -> str | None:
@@ -115,16 +128,19 @@ def key_of(request: Request) -> str | None:
     return key
 
 
-def claim_for(account_id: str, key: str, procedure: str, body: bytes | None) -> Claim:
+def claim_for(account_id: str, user_id: str, key: str, procedure: str, body: bytes | None) -> Claim:
+    """The key of `user_id`'s call, in their account's keys or (`profile.*`) their own."""
     canonical = msgspec.json.encode(msgspec.json.decode(body or b"{}"), order="sorted")
-    return Claim(account_id, key, procedure, hashlib.sha256(canonical).digest())
+    scope = user_id if procedure.startswith(PERSONAL) else ""
+    return Claim(account_id, scope, key, user_id, procedure, hashlib.sha256(canonical).digest())
 
 
 async def claim(conn: Connection, call: Claim, *, lease: dt.timedelta | None = None) -> Kept | None:
     """Inside the call's transaction: None when this call is the key's first (it runs, and `keep`s its answer in
     this transaction); the kept answer when it was answered already; `409` while it runs, `422` if the key
     was used for another call."""
-    lock = int.from_bytes(hashlib.sha256(f"{call.account_id}\x00{call.key}".encode()).digest()[:8], signed=True)
+    locked_name = f"{call.account_id}\x00{call.scope}\x00{call.key}".encode()
+    lock = int.from_bytes(hashlib.sha256(locked_name).digest()[:8], signed=True)
     cursor = await conn.execute(_LOCK, {"lock": lock})
     locked = await cursor.fetchone()
     if not (locked and locked["locked"]):
@@ -142,6 +158,7 @@ async def claim(conn: Connection, call: Claim, *, lease: dt.timedelta | None = N
         _CLAIM,
         {
             **call.values,
+            "user_id": call.user_id,
             "procedure": call.procedure,
             "fingerprint": call.fingerprint,
             "kept_for": KEPT_FOR,

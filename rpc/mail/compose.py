@@ -21,8 +21,8 @@ SUBJECTS = {
     "verify": "Confirm your e-mail address",
     "account_exists": "You already have an account",
     "reset": "Reset your password",
-    "invite": "You are invited to join {account_name}",
-}
+    "invite": "You are invited to join a team on {product}",
+}  # never any text a user wrote (an account's or a person's name): a subject is where phishing text would go
 
 
 def _environment(autoescape: bool) -> jinja2.Environment:

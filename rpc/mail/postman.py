@@ -24,7 +24,7 @@ from rpc.settings import Settings
 
 log = logging.getLogger(__name__)
 
-_LOAD = "SELECT attempts, message_sealed FROM mail_messages WHERE id = %(id)s AND status = 'pending'"
+_LOAD = "SELECT attempts, recipient, message_sealed FROM mail_messages WHERE id = %(id)s AND status = 'pending'"
 _SENT = """
 UPDATE mail_messages SET status = 'sent', attempts = attempts + 1, sent_at = now(), message_sealed = NULL,
        last_error = NULL
@@ -58,7 +58,7 @@ class Postman:
         message = message_from_bytes(self._sealer.open(bytes(row["message_sealed"]), MAIL_SEAL_PURPOSE), policy=SMTP)
         assert isinstance(message, EmailMessage)
         try:
-            await self.transport.deliver(message)
+            await self.transport.deliver(message, row["recipient"])
         except Exception as exc:  # whatever went wrong is this attempt's failure, recorded and retried
             await self._failed(message_id, row["attempts"], f"{type(exc).__name__}: {exc}"[:500])
             return

@@ -7,9 +7,9 @@ first byte. Certificates are verified against the system's trust store, or only 
 from __future__ import annotations
 
 import datetime as dt
+import email.utils
 import logging
 import os
-import re
 import ssl
 import urllib.parse
 from email.message import EmailMessage
@@ -23,14 +23,14 @@ from rpc.settings import Settings
 log = logging.getLogger(__name__)
 
 SMTP_TIMEOUT = 30.0
-_LINK = re.compile(r"https?://\S+")
 
 
 class Transport(Protocol):
     description: str
 
-    async def deliver(self, message: EmailMessage) -> None:
-        """Hand the message over; raises when it could not be (the caller retries)."""
+    async def deliver(self, message: EmailMessage, recipient: str) -> None:
+        """Hand the message over for `recipient` alone (whatever its headers say); raises when it could not be
+        (the caller retries)."""
 
 
 class SmtpTransport:
@@ -48,9 +48,12 @@ class SmtpTransport:
         self._tls = ssl.create_default_context(cafile=cert_file)
         self.description = f"SMTP server {self._host}:{self._port} ({'TLS' if self._implicit_tls else 'STARTTLS'})"
 
-    async def deliver(self, message: EmailMessage) -> None:
+    async def deliver(self, message: EmailMessage, recipient: str) -> None:
+        # The envelope is given, not read from the headers: the message goes to its one recipient only.
         await aiosmtplib.send(
             message,
+            sender=email.utils.parseaddr(str(message["From"]))[1],
+            recipients=[recipient],
             hostname=self._host,
             port=self._port,
             username=self._username,
@@ -63,24 +66,24 @@ class SmtpTransport:
 
 
 class FileTransport:
-    """Writes each message as `<time>-<id>.eml` under a directory and logs its links: development without a
-    mail server. Written under a temporary name, then renamed, so a reader never sees half a message."""
+    """Writes each message as `<time>-<id>.eml` under a directory and logs where: development without a mail
+    server. Written under a temporary name, then renamed, so a reader never sees half a message. The log names
+    the file, never its links: they are live credentials (the file, readable by the operator only, has them)."""
 
     def __init__(self, directory: Path) -> None:
         self._directory = directory
         self.description = f".eml files in {directory}"
 
-    async def deliver(self, message: EmailMessage) -> None:
-        self._directory.mkdir(parents=True, exist_ok=True)
+    async def deliver(self, message: EmailMessage, recipient: str) -> None:
+        self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         message_id = str(message["Message-ID"]).strip("<>").partition("@")[0]
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
         path = self._directory / f"{stamp}-{message_id}.eml"
         draft = path.with_suffix(".part")
-        draft.write_bytes(message.as_bytes())
+        with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:
+            file.write(message.as_bytes())
         os.replace(draft, path)
-        body = message.get_body(("plain",))
-        links = _LINK.findall(body.get_content()) if body is not None else []
-        log.info("mail to %s (%s) written to %s; links: %s", message["To"], message["Subject"], path, " ".join(links))
+        log.info("mail to %s (%s) written to %s", recipient, message["Subject"], path)
 
 
 def transport_for(settings: Settings) -> Transport:

@@ -16,6 +16,7 @@ from rpc.auth.identity import IdentityProvider
 from rpc.auth.keyring import KeyRing
 from rpc.auth.oauth_clients import InvalidClientSpec, create_client
 from rpc.auth.passwords import Passwords
+from rpc.auth.people import email_problem, name_problem, normal_email
 from rpc.auth.teams import TEAM_ROLES, Teams
 from rpc.core.crypto import Sealer
 from rpc.core.errors import InvalidParams, RpcError
@@ -72,7 +73,11 @@ async def create_user(
         raise AdminError(f"--role must be one of {', '.join(ROLES)}")
     if not password:
         raise AdminError("--password may not be empty")
-    email = _email(email)
+    email = normal_email(email)
+    if problem := email_problem(email):
+        raise AdminError(f"--email: {problem}")
+    if problem := name_problem(account_name):
+        raise AdminError(f"--account-name: {problem}")
     password_hash = await Passwords().hash(password)
     async with conn.transaction():
         if account_id is not None:
@@ -116,6 +121,7 @@ async def invite(conn: Connection, settings: Settings, *, inviter_email: str, in
             str(inviter["account_id"]),
             {"id": str(inviter["id"]), "name": inviter["display_name"] or _email(inviter_email)},
             invitee,
+            refuse_known=True,
         )
     except InvalidParams as exc:
         raise AdminError("--invitee is not an e-mail address") from exc

@@ -9,7 +9,7 @@ import datetime as dt
 
 from starlette.responses import Response
 
-from rpc.auth.people import MAX_NAME_LENGTH, end_sessions
+from rpc.auth.people import end_sessions, name_problem
 from rpc.core.envelope import encoder
 from rpc.core.errors import InvalidCredentials, InvalidParams
 from rpc.panel.handler import Panel, page
@@ -32,11 +32,7 @@ async def profile_page(panel: Panel) -> Response:
 async def save_profile(panel: Panel) -> Response:
     """`POST /panel/profile` with `display_name` and `headline` (empty clears)."""
     values = {name: panel.field(name).strip() for name in ("display_name", "headline")}
-    errors = {
-        name: f"Use at most {MAX_NAME_LENGTH} characters, without control characters."
-        for name, value in values.items()
-        if len(value) > MAX_NAME_LENGTH or "\x00" in value
-    }
+    errors = {name: problem for name, value in values.items() if (problem := name_problem(value))}
     if errors:
         return await _profile(panel, status=400, errors=errors, values=values)
     await panel.conn.execute(_UPDATE, {"id": panel.user.user_id, **{k: v or None for k, v in values.items()}})
@@ -48,7 +44,7 @@ async def change_password(panel: Panel) -> Response:
     """`POST /panel/profile/password` with `current_password`, `new_password`: then sign in again."""
     current, new = panel.field("current_password"), panel.field("new_password")
     try:
-        await panel.services.people.change_password(panel.conn, panel.user.user_id, current, new)
+        await panel.services.people.change_password(panel.conn, panel.user.user_id, current, new, panel.origin)
     except InvalidCredentials as exc:
         return await _profile(panel, status=400, errors={"current_password": exc.message})
     except InvalidParams as exc:
@@ -59,9 +55,10 @@ async def change_password(panel: Panel) -> Response:
 
 @page
 async def sign_out_everywhere(panel: Panel) -> Response:
-    """`POST /panel/profile/sign-out-everywhere`."""
+    """`POST /panel/profile/sign-out-everywhere` (audit: `sessions.revoked`)."""
     async with panel.conn.transaction():
         await end_sessions(panel.conn, panel.user.user_id)
+        await panel.audit("sessions.revoked", panel.user.user_id)
     return _signed_out(panel)
 
 

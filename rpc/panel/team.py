@@ -22,12 +22,13 @@ async def team_page(panel: Panel) -> Response:
 
 @page
 async def invite(panel: Panel) -> Response:
-    """`POST /panel/team/invitations` with `email`: the invitation is mailed (inviting again resends it)."""
+    """`POST /panel/team/invitations` with `email`: the invitation is mailed (inviting again resends it). The
+    answer is the same whether or not the address has a user: its invitation page tells the invitee."""
     _require_team_role(panel)
     email = panel.field("email")
     inviter = {"id": panel.user.user_id, "name": _name(panel)}
     try:
-        await panel.services.teams.invite_member(panel.conn, panel.account_id, inviter, email)
+        await panel.services.teams.invite_member(panel.conn, panel.account_id, inviter, email, origin=panel.origin)
     except InvalidParams as exc:
         errors = {entry["field"]: entry["message"] for entry in (exc.details or {}).get("errors", [])}
         return await _team(panel, status=400, email=email, errors=errors)
@@ -64,7 +65,9 @@ async def remove(panel: Panel) -> Response:
     """`POST /panel/team/members/{id}/remove`: the member leaves; their credentials stop at once."""
     member = await _member(panel)
     try:
-        await panel.services.teams.remove_member(panel.conn, panel.account_id, panel.user.user_id, member["id"])
+        await panel.services.teams.remove_member(
+            panel.conn, panel.account_id, panel.user.user_id, member["id"], panel.origin
+        )
     except Conflict as exc:
         return panel.render("panel/team_remove.html", 409, section="team", member=member, error=exc.message)
     return redirect("/panel/team?notice=member_removed")

@@ -51,8 +51,10 @@ _ERASE = (
     "DELETE FROM email_links WHERE user_id = %(id)s",
     "DELETE FROM mail_messages WHERE recipient = %(email)s",
     "DELETE FROM invitations WHERE email = %(email)s",
-    # Kept answers of the account's writes may repeat what the person wrote (a profile, a cover letter).
-    "DELETE FROM idempotency_keys WHERE account_id = %(account_id)s",
+    # Kept answers of the person's writes may repeat what they wrote (a profile, a cover letter); other members'
+    # keys stay, so their retries still answer what they first did. (Keys from before keys named their caller:
+    # the account's.)
+    "DELETE FROM idempotency_keys WHERE user_id = %(id)s OR (account_id = %(account_id)s AND user_id IS NULL)",
     # An account is named after its first member's e-mail unless named otherwise; one left without members
     # keeps its jobs, payments and invoices under a name that is no longer anyone's.
     """UPDATE accounts SET name = %(erased)s

@@ -1,7 +1,9 @@
 """The web pages of CONTRACT.md §19: sign-up, e-mail verification (and a new link), password reset, and
 accepting an invitation. Every form carries a CSRF token bound to the pre-session cookie of the sign-in form
-(purpose `people`); every page has `Referrer-Policy: no-referrer` and loads nothing from elsewhere, so the token
-in a link never leaves this site. A used, expired or unknown link answers a `400` page that offers a new one.
+(purpose `people`); every page has `Referrer-Policy: no-referrer` and loads nothing from elsewhere. A page reached
+by a mailed link takes its token from the address into a cookie and redirects to itself without it
+(`rpc.web.link_cookie`), so no log keeps a live token. A used, expired or unknown link answers a `400` page that
+offers a new one.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from rpc.audit import log as audit_log
 from rpc.auth import links
-from rpc.auth.people import SignUp
+from rpc.auth.people import SignUp, email_problem, normal_email
 from rpc.auth.routes import after_answer, client_address, throttle_people
 from rpc.auth.teams import InviteeHasAccount
 from rpc.core.errors import InvalidLink, InvalidParams, PayloadTooLarge, RateLimited
 from rpc.core.types import Connection
+from rpc.web import link_cookie
 from rpc.web.forms import Fields, FormError, read_form, single
 from rpc.web.pages import redirect
 from rpc.web.state import Web, web
@@ -70,7 +74,13 @@ def _check_email(state: Web, email: str) -> Response:
 
 def _link_invalid(request: Request, state: Web, kind: str) -> Response:
     """`400`: the link does not work (any more); the page offers a new one (verification: a form for it)."""
-    return _form_page(request, state, "link_invalid.html", 400, kind=kind, message=_LINK_INVALID[kind])
+    response = _form_page(request, state, "link_invalid.html", 400, kind=kind, message=_LINK_INVALID[kind])
+    return _forget_link(request, state, response)
+
+
+def _forget_link(request: Request, state: Web, response: Response) -> Response:
+    link_cookie.forget(response, request.url.path, state.sessions.secure)
+    return response
 
 
 # sign-up ------------------------------------------------------------------------------------------------
@@ -113,17 +123,25 @@ async def signup(request: Request) -> Response:
 
 
 async def verify(request: Request) -> Response:
-    """`GET /web/verify?token=...`: the link of the sign-up mail; following it confirms the address."""
+    """`GET /web/verify?token=...`: the link of the sign-up mail; following it confirms the address (and, for a
+    link sent again on request, goes on to choosing a password)."""
     state = web(request)
+    if exchanged := link_cookie.exchange(request, state.sessions.secure):
+        return exchanged
     try:
         async with state.pool.connection() as conn:
-            await state.people.verify(conn, request.query_params.get("token", ""))
+            reset_token = await state.people.verify(conn, link_cookie.token(request))
     except InvalidLink:
         return _link_invalid(request, state, "verify")
+    if reset_token is not None:
+        response = redirect("/web/reset")
+        link_cookie.hand_over(response, "/web/reset", reset_token, state.sessions.secure)
+        return _forget_link(request, state, response)
     message = "Your e-mail address is confirmed. You can sign in now."
-    return state.pages.render(
+    response = state.pages.render(
         "people_message.html", title="E-mail confirmed", message=message, link=("/web/signin", "Sign in")
     )
+    return _forget_link(request, state, response)
 
 
 async def resend_verification(request: Request) -> Response:
@@ -153,6 +171,8 @@ async def _mail_a_link(
     values = await _posted(request, state, "email")
     if isinstance(values, Response):
         return values
+    if problem := email_problem(normal_email(values["email"])):
+        return state.pages.error(422, "Check the e-mail address", problem)
     try:
         await throttle_people(state.throttle, request, values["email"])
     except RateLimited as exc:
@@ -165,33 +185,38 @@ async def _mail_a_link(
 async def reset_page(request: Request) -> Response:
     """`GET /web/reset?token=...`: the new-password form, if the link still works (it is used by the POST)."""
     state = web(request)
-    token = request.query_params.get("token", "")
+    if exchanged := link_cookie.exchange(request, state.sessions.secure):
+        return exchanged
+    token = link_cookie.token(request)
     async with state.pool.connection() as conn:
         if not token or not await links.is_open(conn, "reset", token):
             return _link_invalid(request, state, "reset")
-    return _form_page(request, state, "reset.html", token=token, errors={})
+    return _form_page(request, state, "reset.html", errors={})
 
 
 async def reset(request: Request) -> Response:
-    """`POST /web/reset` with `token`, `password`: set it; every session of the person ends."""
+    """`POST /web/reset` with `password` (the link's token in its cookie): set it; every session of the person
+    ends."""
     state = web(request)
-    values = await _posted(request, state, "token", "password")
+    values = await _posted(request, state, "password")
     if isinstance(values, Response):
         return values
     try:
         await state.throttle.hit_address("people_address", client_address(request))
         async with state.pool.connection() as conn:
-            await state.people.reset_password(conn, values["token"], values["password"])
+            origin = audit_log.Origin.of(request)
+            await state.people.reset_password(conn, link_cookie.token(request), values["password"], origin)
     except RateLimited as exc:
         return state.pages.rate_limited(exc)
     except InvalidLink:
         return _link_invalid(request, state, "reset")
     except InvalidParams as exc:
-        return _form_page(request, state, "reset.html", 422, token=values["token"], errors=_errors(exc))
+        return _form_page(request, state, "reset.html", 422, errors=_errors(exc))
     message = "Your new password is set, and you were signed out everywhere. API keys keep working."
-    return state.pages.render(
+    response = state.pages.render(
         "people_message.html", title="Password changed", message=message, link=("/web/signin", "Sign in")
     )
+    return _forget_link(request, state, response)
 
 
 # invitations --------------------------------------------------------------------------------------------
@@ -200,28 +225,31 @@ async def reset(request: Request) -> Response:
 async def invitation_page(request: Request) -> Response:
     """`GET /web/invite?token=...`: who invites you, and the form to join."""
     state = web(request)
-    token = request.query_params.get("token", "")
+    if exchanged := link_cookie.exchange(request, state.sessions.secure):
+        return exchanged
     try:
         async with state.pool.connection() as conn:
-            invitation = await state.teams.invitation(conn, token)
+            invitation = await state.teams.invitation(conn, link_cookie.token(request))
     except InvalidLink:
         return _link_invalid(request, state, "invite")
     except InviteeHasAccount as exc:
-        return state.pages.error(409, "You already have an account", exc.message)
-    return _form_page(request, state, "invite.html", invitation=invitation, token=token, values={}, errors={})
+        return _forget_link(request, state, state.pages.error(409, "You already have an account", exc.message))
+    return _form_page(request, state, "invite.html", invitation=invitation, values={}, errors={})
 
 
 async def accept_invitation(request: Request) -> Response:
-    """`POST /web/invite` with `token`, `display_name`, `password`: join, and be signed in."""
+    """`POST /web/invite` with `display_name`, `password` (the link's token in its cookie): join, and be signed
+    in."""
     state = web(request)
-    values = await _posted(request, state, "token", "display_name", "password")
+    values = await _posted(request, state, "display_name", "password")
     if isinstance(values, Response):
         return values
+    token = link_cookie.token(request)
     try:
         await state.throttle.hit_address("people_address", client_address(request))
         async with state.pool.connection() as conn:
             user_id = await state.teams.accept_invitation(
-                conn, values["token"], values["display_name"], values["password"]
+                conn, token, values["display_name"], values["password"], audit_log.Origin.of(request)
             )
             session = await state.sessions.start(conn, user_id)
     except RateLimited as exc:
@@ -229,15 +257,12 @@ async def accept_invitation(request: Request) -> Response:
     except InvalidLink:
         return _link_invalid(request, state, "invite")
     except InviteeHasAccount as exc:
-        return state.pages.error(409, "You already have an account", exc.message)
+        return _forget_link(request, state, state.pages.error(409, "You already have an account", exc.message))
     except InvalidParams as exc:
         async with state.pool.connection() as conn:
-            invitation = await state.teams.invitation(conn, values["token"])
+            invitation = await state.teams.invitation(conn, token)
         shown = {"display_name": values["display_name"]}
-        return _form_page(
-            request, state, "invite.html", 422, invitation=invitation, token=values["token"], values=shown,
-            errors=_errors(exc),
-        )  # fmt: skip
+        return _form_page(request, state, "invite.html", 422, invitation=invitation, values=shown, errors=_errors(exc))
     response = redirect("/panel")
     state.sessions.set_session_cookie(response, session)
-    return response
+    return _forget_link(request, state, response)
