@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime as dt
+import json
+import os
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +24,8 @@ from hypothesis import strategies as st
 
 from procedures.common import like_pattern
 from tests.support import Admin, LiveServer, User, bearer, ok
+
+ROOT = Path(__file__).resolve().parent.parent
 
 MOMENTS = [dt.datetime(2026, 3, day, 9, tzinfo=dt.UTC) for day in (1, 2, 3)]  # few: publication ties abound
 WORDS = ["python", "pythons", "rust", "data", "engineer", "engineers", "developer", "senior", "platform", "cloud"]
@@ -279,3 +286,59 @@ def test_a_restarted_process_catches_up_on_what_it_missed(
         assert found(again, reader, "axolotl") == [missed]
         ready(again)
         assert found(again, reader, "axolotl") == [missed]
+
+
+# -- Operations: rebuild and verify -------------------------------------------------------------------------
+
+
+def admin_command(settings: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "TEST_DATABASE_URL")},
+        "DATABASE_URL": settings.database_url,
+        "DATA_DIR": settings.data_dir,
+        "SERVICE_SECRET_KEY": settings.secret_key,
+    }
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bin" / "admin"), *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_verify_search_compares_each_index_with_postgresql(
+    settings: Any, server: LiveServer, http: httpx.Client, employer: User
+) -> None:
+    with LiveServer(settings) as stopped:  # leaves an index in a slot no process holds
+        ready(stopped)
+    publish(http, employer, "Pangolin curator")
+    done = admin_command(settings, "verify-search")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)["indexes"][0]
+    assert report["ok"] and len(report["slots"]) >= 2 and all(slot["documents"] > 0 for slot in report["slots"])
+    # An index that claims a later position than it holds — a change it never applied — is caught.
+    free = [slot["slot"] for slot in report["slots"] if slot["slot"] != "slot-0"]
+    (position,) = [path for path in Path(settings.data_dir, "search").rglob("position.json") if free[0] in str(path)]
+    kept = json.loads(position.read_text())
+    publish(http, employer, "Pangolin keeper")
+    position.write_text(json.dumps({**kept, "position": kept["position"] + 1}))
+    try:
+        broken = admin_command(settings, "verify-search")
+        assert broken.returncode != 0 and "differs from PostgreSQL" in broken.stderr
+    finally:
+        position.write_text(json.dumps(kept))
+
+
+def test_rebuild_search_is_taken_up_by_a_running_process(
+    settings: Any, server: LiveServer, http: httpx.Client, employer: User, reader: User
+) -> None:
+    job = publish(http, employer, "Capybara herder")
+    done = admin_command(settings, "rebuild-search")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)["indexes"][0]
+    assert report["slots"]["slot-0"] == "offered to its running process"
+    assert found(server, reader, "capybara") == [job]  # exact meanwhile
+    slot = next(Path(settings.data_dir, "search").rglob("slot-0"))
+    until = time.monotonic() + 30
+    while (slot / "incoming").exists():
+        assert time.monotonic() < until, "the running process did not take up the rebuilt index"
+        time.sleep(0.05)
+    assert found(server, reader, "capybara") == [job]
+    assert json.loads(admin_command(settings, "verify-search").stdout)["ok"]

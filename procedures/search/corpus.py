@@ -36,6 +36,10 @@ LEFT JOIN (changed LEFT JOIN jobs ON jobs.id = changed.id AND jobs.status = 'pub
 """
 _EVERYTHING = f"SELECT {_COLUMNS} FROM jobs WHERE status = 'published'"
 _POSITION = "SELECT version FROM job_totals WHERE status = 'published'"
+_CENSUS = "SELECT status AS label, count(*) AS count, status = 'published' AS indexed FROM jobs GROUP BY status"
+_SAMPLE = f"""
+SELECT {_COLUMNS}, jobs.status = 'published' AS _present FROM jobs ORDER BY random() LIMIT %(size)s
+"""
 
 # Keys that order jobs newest first, then by id, as text compares (`order_by_field` takes text fast fields):
 # microseconds since the epoch in fixed-width hex, then the id's hex. `*_rank` holds the same order's leading
@@ -94,7 +98,8 @@ def document(row: Mapping[str, Any]) -> tantivy.Document:
     """A published job's document; `row` holds the columns `_COLUMNS` names."""
     job_id: str = row["_id"]
     title, company, location = row["title"], row["company"], row["location"]
-    published: dt.datetime = row["published_at"]
+    # Every way of publishing stamps the time; a row published by hand without one ranks by its creation.
+    published: dt.datetime = row["published_at"] or row["created_at"]
     fields: dict[str, Any] = {
         "id": job_id,
         "text": fold(f"{title} {company} {location} {row['description'] or ''}"),
@@ -137,8 +142,11 @@ JOBS = Corpus(
     schema=schema,
     analyzers=lambda: {ANALYZER: analyzer()},
     id_field="id",
+    stored_fields=("shown",),
     position_sql=_POSITION,
     changes_sql=_CHANGES,
     everything_sql=_EVERYTHING,
+    census_sql=_CENSUS,
+    sample_sql=_SAMPLE,
     document=document,
 )

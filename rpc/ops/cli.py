@@ -27,6 +27,7 @@ from rpc.mail.transport import transport_for
 from rpc.ops import admin as ops
 from rpc.outbox.emit import build_emitter
 from rpc.outbox.endpoints import Webhooks
+from rpc.search import operations as search
 from rpc.services import deliver_only
 from rpc.settings import Settings, SettingsError
 
@@ -253,6 +254,10 @@ def admin(argv: list[str] | None = None) -> None:
     erase = commands.add_parser("delete-user", help="erase a person (CONTRACT.md §20, docs/privacy.md)")
     erase.add_argument("--email", required=True)
     commands.add_parser("verify-audit", help="check the audit log's hash chain from end to end")
+    commands.add_parser(
+        "rebuild-search", help="build this host's search indexes anew from PostgreSQL (running servers take them up)"
+    )
+    commands.add_parser("verify-search", help="compare this host's search indexes with PostgreSQL")
     args = parser.parse_args(argv)
     _logging(logging.WARNING)
     settings = _settings()
@@ -263,6 +268,8 @@ def admin(argv: list[str] | None = None) -> None:
     if args.command == "verify-audit" and not done["ok"]:
         broken = done["entry"]
         _fail(f"the audit log does not verify at entry {broken['id'] or '(end)'}: {broken['reason']}")
+    if args.command == "verify-search" and not done["ok"]:
+        _fail("a search index differs from PostgreSQL (see above); bin/admin rebuild-search builds it anew")
 
 
 def _list(text: str) -> list[str]:
@@ -270,7 +277,8 @@ def _list(text: str) -> list[str]:
 
 
 async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict[str, Any]:
-    vocabulary = assemble(settings)[1].vocabulary
+    business = assemble(settings)[1]
+    vocabulary = business.vocabulary
     # Defers on the command's own connection: no pool of its own.
     emitter = build_emitter(settings, vocabulary.event_kinds)
     webhooks = Webhooks(settings, emitter)
@@ -317,6 +325,8 @@ async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict
         "retire-signing-key": lambda conn: ops.retire_signing_key(conn, kid=args.kid, force=args.force),
         "delete-user": lambda conn: ops.delete_user(conn, emitter, email=args.email),
         "verify-audit": audit_log.verify,
+        "rebuild-search": lambda conn: search.rebuild_all(conn, business.corpora, settings.search_path, url),
+        "verify-search": lambda conn: search.verify_all(business.corpora, settings.search_path, url),
         "redeliver": lambda conn: ops.redeliver(
             conn, webhooks, delivery_id=args.id, endpoint_id=args.endpoint_id, since=args.since
         ),

@@ -22,6 +22,9 @@ class Corpus:
       longer reaches back) and one row per document changed since, `_id` and `_present` with the columns that
       `document` reads (a row whose `_id` is null when nothing changed).
     - `everything_sql` reads every document present, in the snapshot that read `position_sql`.
+    - `census_sql` counts the collection's rows by a label (`label`, `count`, `indexed`: whether those rows are
+      documents), and `sample_sql` draws `%(size)s` rows at random, present or not (`_id`, `_present` and the
+      columns `document` reads): what `bin/admin verify-search` compares the index with.
     """
 
     name: str
@@ -29,9 +32,12 @@ class Corpus:
     schema: Callable[[], tantivy.Schema]
     analyzers: Callable[[], Mapping[str, tantivy.TextAnalyzer]]
     id_field: str
+    stored_fields: tuple[str, ...]  # what the index gives back of a document (compared by verify-search)
     position_sql: str
     changes_sql: str
     everything_sql: str
+    census_sql: str
+    sample_sql: str
     document: Callable[[Mapping[str, Any]], tantivy.Document]
 
     def index(self, path: str | None = None) -> tantivy.Index:

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -133,7 +133,7 @@ class SearchIndex:
             if row["_id"] is not None:
                 document = self.corpus.document(row) if row["_present"] else None
                 pending[row["_id"]] = Pending(position, document)
-        recent = _recent(self.corpus, pending)
+        recent = recent_index(self.corpus, pending)
         self._pending = pending
         self._view = replace(view, position=position, recent=recent, hidden=tuple(pending))
         return self._view
@@ -219,7 +219,7 @@ class SearchIndex:
                 self._view = replace(
                     self._view,
                     position=current.position,
-                    recent=_recent(self.corpus, self._pending),
+                    recent=recent_index(self.corpus, self._pending),
                     hidden=tuple(self._pending),
                 )
 
@@ -239,7 +239,7 @@ class SearchIndex:
                 current,
                 main=index.searcher(),
                 main_position=view.position,
-                recent=_recent(self.corpus, self._pending),
+                recent=recent_index(self.corpus, self._pending),
                 hidden=tuple(self._pending),
             )
 
@@ -257,7 +257,7 @@ class SearchIndex:
             generation.record(self.corpus.fingerprint, position)
 
 
-def _recent(corpus: Corpus, pending: dict[str, Pending]) -> tantivy.Searcher | None:
+def recent_index(corpus: Corpus, pending: Mapping[str, Pending]) -> tantivy.Searcher | None:
     """The pending documents' current states, as a small index in memory."""
     documents = [entry.document for entry in pending.values() if entry.document is not None]
     if not documents:

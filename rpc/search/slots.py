@@ -81,7 +81,7 @@ class Slot:
 
     @property
     def current(self) -> Generation | None:
-        return _named(self.path, "current")
+        return current_generation(self.path)
 
     @property
     def incoming(self) -> Generation | None:
@@ -131,6 +131,11 @@ def offer(slot: Path, built: Generation) -> Generation:
     shutil.copytree(built.path, copy, copy_function=os.link)
     _write(slot / "incoming", copy.name)
     return Generation(copy)
+
+
+def current_generation(slot: Path) -> Generation | None:
+    """The generation a slot serves (readable while a process holds the slot: its files never change)."""
+    return _named(slot, "current")
 
 
 def _named(slot: Path, pointer: str) -> Generation | None:

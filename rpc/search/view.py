@@ -69,6 +69,14 @@ class View:
         merged = heapq.merge(*streams, key=lambda hit: hit.key, reverse=True)
         return list(merged)[offset : offset + limit]
 
+    def stored(self, key: str) -> dict[str, list[object]] | None:
+        """The stored fields of the document whose id is `key` at this position, or None when it is absent."""
+        for searcher, part in self._parts(tantivy.Query.term_query(self.schema, self.id_field, key)):
+            hits = searcher.search(part, limit=1).hits
+            if hits:
+                return dict(searcher.doc(hits[0][1]).to_dict())
+        return None
+
     def terms(self, query: tantivy.Query, field: str) -> Counter[str]:
         """Every value of the text fast field `field` among the matches, with its exact count."""
         counts: Counter[str] = Counter()
