@@ -21,6 +21,8 @@ from procedures.common import (
 )
 from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
 from procedures.published_cache import PROBE, VERSION_SQL, PublishedCache, changes_since
+from procedures.search import listing
+from procedures.search.corpus import INDEX
 from procedures.window import SLACK, Ranked, Window
 from rpc.auth.principal import Principal
 from rpc.core.context import Context
@@ -28,6 +30,7 @@ from rpc.core.envelope import Page, PageParams, Params, Struct
 from rpc.core.errors import Forbidden, InvalidTransition, NotFound
 from rpc.core.registry import procedure
 from rpc.core.types import Role
+from rpc.search.index import SearchIndex
 
 EmploymentType = Literal["full_time", "part_time", "contract", "internship", "temporary"]
 JobStatus = Literal["draft", "published", "closed"]
@@ -119,6 +122,7 @@ class _KeptPage:
 
 # Pages of the public list, per version of the published set: the popular pages cost no statement of their own.
 _public_pages: PublishedCache[_KeptPage] = PublishedCache(size=1024)
+_summary = msgspec.json.Decoder(JobSummary)
 _SELECT = f"SELECT {_FULL}, account_id::text AS account_id FROM jobs WHERE id = %(id)s"
 _INSERT = f"""
 INSERT INTO jobs (account_id, created_by, title, company, location, description, employment_type)
@@ -144,10 +148,34 @@ async def list_jobs(ctx: Context, params: ListJobs) -> Page[JobSummary]:
     """
     if params.mine:
         return await _list(ctx, params)
+    if any(getattr(params, name) is not None for name in _FILTERS):
+        filtered = await _from_index(ctx, params)
+        if filtered is not None:
+            return filtered
     kept = await _public_pages.answer(
         ctx, params, lambda: _public_page(ctx, params), lambda old: _public_followed(ctx, params, old)
     )
     return kept.page
+
+
+async def _from_index(ctx: Context, params: ListJobs) -> Page[JobSummary] | None:
+    """A filtered public page from the search index at the position the call read; None while it is built."""
+    index: SearchIndex | None = ctx.indexes.get(INDEX)
+    position = await ctx.probe(PROBE)
+    view = await index.view(ctx.conn, position) if index is not None and position is not None else None
+    if view is None:
+        return None
+    shown, total = listing.newest(
+        view,
+        q=params.q,
+        location=params.location,
+        company=params.company,
+        employment_type=params.employment_type,
+        limit=params.per_page,
+        offset=params.offset,
+    )
+    jobs = [_summary.decode(job) for job in shown]
+    return Page(data=jobs, total=total, page=params.page, per_page=params.per_page)
 
 
 def _filters(params: ListJobs) -> tuple[list[str], dict[str, Any]]:

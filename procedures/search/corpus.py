@@ -136,8 +136,9 @@ def _fingerprint() -> str:
     return hashlib.sha256(shape.encode()).hexdigest()[:16]
 
 
+INDEX = "jobs"  # the corpus's name: procedures find this process's index as `ctx.indexes[INDEX]`
 JOBS = Corpus(
-    name="jobs",
+    name=INDEX,
     fingerprint=_fingerprint(),
     schema=schema,
     analyzers=lambda: {ANALYZER: analyzer()},

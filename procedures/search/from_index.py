@@ -11,12 +11,11 @@ import tantivy
 from procedures.jobs import JobSummary
 from procedures.search.corpus import micros, order_key
 from procedures.search.facets import NAMES, FacetCounts, Facets
+from procedures.search.filters import contains, every
 from procedures.search.request import Search, SearchPage
 from procedures.search.syntax import to_query
-from procedures.search.text import fold
 from rpc.search.view import Hit, View
 
-_REGEX_SPECIAL = str.maketrans({char: f"\\{char}" for char in '\\.+*?()|[]{}^$#&-~"<>@ '})
 _FIRST_FETCH = 8  # rows beyond those asked, for the few that share the cursor's rank
 _shown = msgspec.json.Decoder(JobSummary)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -24,7 +23,7 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 def answer(view: View, search: Search) -> SearchPage:
     schema = view.schema
-    matches = _all([*_filters(search, schema), _words(search, schema, "text")])
+    matches = every([*_filters(search, schema), _words(search, schema, "text")])
     rows: list[tuple[int, Hit]] = []
     wanted = search.per_page + 1  # one more than shown tells whether another page follows
     for tier, query in _tiers(search, schema, matches):
@@ -57,7 +56,7 @@ def _tiers(search: Search, schema: tantivy.Schema, matches: tantivy.Query) -> li
         return [(0, matches)]
     title = _words(search, schema, "title")
     return [
-        (1, _all([matches, title])),
+        (1, every([matches, title])),
         (0, tantivy.Query.boolean_query([(tantivy.Occur.Must, matches), (tantivy.Occur.MustNot, title)])),
     ]
 
@@ -71,7 +70,7 @@ def _page(view: View, search: Search, tier: int, query: tantivy.Query, wanted: i
     # From the cursor's rank on (a number, so the index can range over it); the rows of that rank up to and
     # including the cursor's own are left out here (a rank holds the time and 12 bits of the id: a handful).
     rank = micros(after.published_at) << 12 | int(start[16:19], 16)
-    ranged = _all(
+    ranged = every(
         [query, tantivy.Query.range_query(view.schema, "published_rank", tantivy.FieldType.Unsigned, 0, rank)]
     )
     fetch = wanted + _FIRST_FETCH
@@ -92,9 +91,8 @@ def _words(search: Search, schema: tantivy.Schema, field: str) -> tantivy.Query:
 def _filters(search: Search, schema: tantivy.Schema) -> list[tantivy.Query]:
     filters = []
     for name, text in (("location", search.location), ("company", search.company)):
-        if text is not None:  # a folded substring of the folded value, the whole value being one term
-            pattern = f".*{fold(text).translate(_REGEX_SPECIAL)}.*"
-            filters.append(tantivy.Query.regex_query(schema, f"{name}_folded", pattern))
+        if text is not None:
+            filters.append(contains(schema, f"{name}_folded", text))
     if search.employment_type:
         filters.append(tantivy.Query.term_set_query(schema, "employment_type", search.employment_type))
     if search.posted_after is not None:
@@ -103,10 +101,6 @@ def _filters(search: Search, schema: tantivy.Schema) -> list[tantivy.Query]:
             tantivy.Query.range_query(schema, "published", tantivy.FieldType.Integer, after, 2**63 - 1, False, True)
         )
     return filters
-
-
-def _all(queries: list[tantivy.Query]) -> tantivy.Query:
-    return tantivy.Query.boolean_query([(tantivy.Occur.Must, query) for query in queries])
 
 
 def _published(key: str) -> dt.datetime:

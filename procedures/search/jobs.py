@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from procedures.published_cache import PROBE
 from procedures.search import from_database, from_index
+from procedures.search.corpus import INDEX
 from procedures.search.request import Search, SearchJobs, SearchPage
 from rpc.core.context import Context
 from rpc.core.registry import procedure
 from rpc.search.index import SearchIndex
-
-INDEX = "jobs"
 
 
 @procedure("jobs.search", scope="read:jobs", probes=(PROBE,))

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import tantivy
 
+from procedures.search.filters import literal
 from procedures.search.text import analyzer, fold
 
 _CHUNKS = re.compile(r'-?"[^"]*"?|[^\s"]+')
 _WORD = re.compile(r"[^\W_]+")  # letters and digits, as the analyzer splits words
-_REGEX_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$#&\-~\"<>@])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +114,7 @@ def _match(operand: Operand, schema: tantivy.Schema, field: str) -> tantivy.Quer
     if len(terms) == 1:
         stem = operand.terms[0][1]
         if operand.prefix:
-            return tantivy.Query.regex_query(schema, field, _REGEX_SPECIAL.sub(r"\\\1", stem) + ".*")
+            return tantivy.Query.regex_query(schema, field, literal(stem) + ".*")
         return tantivy.Query.term_query(schema, field, stem)
     if operand.prefix:
         return tantivy.Query.phrase_prefix_query(schema, field, terms)

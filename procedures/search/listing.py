@@ -1,0 +1,35 @@
+"""`jobs.list`'s filters answered from the search index: published jobs whose title or company holds `q`, whose
+location and company hold theirs, of one employment type; newest created first, then by id; exact total."""
+
+from __future__ import annotations
+
+import tantivy
+
+from procedures.search.filters import contains, either, every
+from rpc.search.view import View
+
+
+def newest(
+    view: View,
+    *,
+    q: str | None,
+    location: str | None,
+    company: str | None,
+    employment_type: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[bytes], int]:
+    """The shown form of the page's jobs, and how many match."""
+    schema = view.schema
+    conditions = []
+    if q is not None:
+        conditions.append(either([contains(schema, "title_folded", q), contains(schema, "company_folded", q)]))
+    if location is not None:
+        conditions.append(contains(schema, "location_folded", location))
+    if company is not None:
+        conditions.append(contains(schema, "company_folded", company))
+    if employment_type is not None:
+        conditions.append(tantivy.Query.term_query(schema, "employment_type", employment_type))
+    query = every(conditions)
+    page = [bytes(hit.stored("shown")) for hit in view.top(query, "created_key", limit, offset)]  # type: ignore[call-overload]
+    return page, view.count(query)
