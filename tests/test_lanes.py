@@ -27,21 +27,25 @@ def test_an_endpoint_gets_its_limit_in_flight_and_the_rest_in_claim_order() -> N
     admitted = [lanes.admit("a", _job(n), now=0) for n in range(5)]
     assert admitted == [True, True, False, False, False] and lanes.held == 3
     assert lanes.admit("b", _job(9), now=0), "another endpoint is not held behind the busy one"
-    assert lanes.finished("a") == _job(2), "the next of the endpoint starts the moment one ends"
-    assert lanes.finished("a") == _job(3)
+    assert lanes.finished("a", now=0) == _job(2), "the next of the endpoint starts the moment one ends"
+    assert lanes.finished("a", now=0) == _job(3)
     assert lanes.held == 1
 
 
-def test_a_job_held_too_long_goes_back_to_the_queue() -> None:
-    """A slow endpoint cannot keep claimed jobs (and the worker's room to claim others) for long."""
+def test_the_jobs_of_an_endpoint_that_stopped_moving_go_back_to_the_queue() -> None:
+    """A hanging endpoint cannot keep claimed jobs (and the worker's room to claim others) for long; one that
+    answers keeps its lane."""
     lanes = Lanes(limit=1, hold_for=1.0)
-    lanes.admit("slow", _job(1), now=0)
-    lanes.admit("slow", _job(2), now=0)
-    lanes.admit("slow", _job(3), now=0.5)
+    for number in (1, 2, 3):
+        lanes.admit("hanging", _job(number), now=0)
+    lanes.admit("moving", _job(4), now=0)
+    lanes.admit("moving", _job(5), now=0)
+    lanes.admit("moving", _job(6), now=0)
+    assert lanes.finished("moving", now=0.9) == _job(5)
     assert lanes.expired(now=0.9) == []
-    assert lanes.expired(now=1.0) == [_job(2)] and lanes.held == 1
-    assert lanes.drain() == [_job(3)] and lanes.held == 0
-    assert lanes.finished("slow") is None
+    assert lanes.expired(now=1.0) == [_job(2), _job(3)] and lanes.held == 1, "the moving lane keeps its job"
+    assert lanes.drain() == [_job(6)] and lanes.held == 0
+    assert lanes.finished("hanging", now=2) is None
 
 
 def test_one_worker_drains_one_endpoints_backlog_without_putting_any_back(databases: Databases) -> None:

@@ -265,7 +265,7 @@ class Deliverer:
             outcome = await self._post(row)
         finally:
             self._in_flight.discard(row["delivery_id"])
-            following = self._lanes.finished(row["endpoint_id"])
+            following = self._lanes.finished(row["endpoint_id"], time.monotonic())
             if following is not None:
                 self._launch(following)  # the endpoint's next job, the moment this one ended
         self._unsettled.outcomes.append(outcome)
