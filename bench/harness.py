@@ -52,7 +52,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from bench import mixes, sync
+from bench import mixes, one_endpoint, sync
 from bench.churn import Churn
 from bench.delivery import emit_events
 from procedures.vocabulary import VOCABULARY
@@ -1282,7 +1282,8 @@ class Bench:
             for number in range(1, self.config.rounds + 1):
                 self.say(f"round {number}/{self.config.rounds}")
                 hooks.round(number)
-            return [hooks.row(0)]
+            events = one_endpoint.QUICK_EVENTS if self.config.quick else one_endpoint.FULL_EVENTS
+            return [hooks.row(0), one_endpoint.measure(hooks, 0, events, 1)]
         if self.config.only == CHANGES:
             return self.changes_only()
         if self.config.only == SEARCH:
@@ -1310,6 +1311,8 @@ class Bench:
         if PAYMENTS in tally.service:
             rows.append(self.payment_row(size, tally.service[PAYMENTS]))
         rows.append(hooks.row(size))
+        events = one_endpoint.QUICK_EVENTS if self.config.quick else one_endpoint.FULL_EVENTS
+        rows.append(one_endpoint.measure(hooks, size, events, 1))
         rows.append(self.changes_row(size))
         return rows
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import logging
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from tests.support import Admin, LiveServer, User, bearer, error_code
@@ -340,3 +344,62 @@ def test_invalid_json_says_where(client: httpx.Client, employer: User) -> None:
     headers = {**employer.auth, "Content-Type": "application/json"}
     message = client.post("/v1/jobs.create", content=b'{"title": "x",}', headers=headers).json()["error"]["message"]
     assert message.startswith("The body is not valid JSON") and "byte" in message
+
+
+@contextlib.contextmanager
+def _lock_conflicts(database: str, times: int) -> Iterator[None]:
+    """The next `times` inserts into jobs fail as a deadlock victim's would (SQLSTATE 40P01); a sequence counts
+    them, since it is not rolled back with the transaction that failed."""
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("CREATE SEQUENCE conflicts_left")
+        conn.execute(
+            f"""CREATE FUNCTION conflict() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF nextval('conflicts_left') <= {times:d} THEN
+                    RAISE EXCEPTION 'deadlock detected (made by the test)' USING ERRCODE = 'deadlock_detected';
+                END IF;
+                RETURN NEW;
+            END $$"""
+        )
+        conn.execute("CREATE TRIGGER conflict BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION conflict()")
+        try:
+            yield
+        finally:
+            conn.execute("DROP TRIGGER conflict ON jobs")
+            conn.execute("DROP FUNCTION conflict()")
+            conn.execute("DROP SEQUENCE conflicts_left")
+
+
+def _titled(admin: Admin, title: str) -> int:
+    return int(admin.sql("SELECT count(*) AS n FROM jobs WHERE title = %(t)s", {"t": title})[0]["n"])
+
+
+def test_a_write_that_meets_a_deadlock_is_tried_once_more(
+    client: httpx.Client, admin: Admin, employer: User, database: str
+) -> None:
+    """A deadlock rolls the whole write back before anything was answered: the service runs it again, and the
+    client sees one success (one job, one kept answer for its Idempotency-Key)."""
+    draft = {"title": "Tried twice", "company": "Locks", "location": "Here"}
+    headers = {**employer.auth, "Idempotency-Key": "deadlock-once"}
+    with _lock_conflicts(database, times=1):
+        first = client.post("/v1/jobs.create", json=draft, headers=headers)
+    assert first.status_code == 200, first.text
+    assert _titled(admin, "Tried twice") == 1
+    again = client.post("/v1/jobs.create", json=draft, headers=headers)
+    assert again.json() == first.json() and again.headers.get("Idempotent-Replayed") == "true"
+
+
+def test_a_second_lock_conflict_is_busy_not_unavailable(
+    client: httpx.Client, admin: Admin, employer: User, database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Twice in a row: `503 unavailable` (the contract's code) with Retry-After, said to be a busy database, and
+    logged as such, not as a database that is down; nothing applied."""
+    draft = {"title": "Busy twice", "company": "Locks", "location": "Here"}
+    with _lock_conflicts(database, times=2), caplog.at_level(logging.INFO):
+        response = client.post("/v1/jobs.create", json=draft, headers=employer.auth)
+    assert response.status_code == 503 and error_code(response) == "unavailable"
+    assert "busy" in response.json()["error"]["message"] and response.headers["Retry-After"] == "1"
+    assert _titled(admin, "Busy twice") == 0
+    logged = [record.getMessage() for record in caplog.records]
+    assert any("database busy" in line and "DeadlockDetected" in line for line in logged), logged
+    assert not any("database unavailable" in line for line in logged), logged

@@ -96,3 +96,44 @@ def test_misnamed_migration_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "1_oops.sql").write_text("SELECT 1")
     with pytest.raises(ValueError, match=r"NNNN_what\.sql"):
         migration.migrations(tmp_path)
+
+
+def _holding(url: str, statement: str) -> psycopg.Connection[tuple[object, ...]]:
+    """A connection in a transaction that holds the locks `statement` takes, as a busy request would."""
+    conn = psycopg.connect(url)
+    conn.execute(statement)  # type: ignore[arg-type]
+    return conn
+
+
+def test_a_current_database_is_not_touched(empty_database: str) -> None:
+    """Starting a process on a current database takes no lock a request needs: with every table of the schema
+    locked by another transaction, the start still completes at once (schema.sql applied again would wait)."""
+    asyncio.run(migration.migrate(empty_database))
+    tables = "jobs, idempotency_keys, applications, webhook_deliveries, signing_keys, events"
+    holder = _holding(empty_database, f"LOCK TABLE {tables} IN EXCLUSIVE MODE")  # reads still pass, DDL waits
+    try:
+        version = asyncio.run(migration.migrate(empty_database, lock_timeout=0.05, attempts=1))
+    finally:
+        holder.close()
+    assert version == migration.migrations()[-1].version
+
+
+def test_a_change_gives_way_to_requests(empty_database: str) -> None:
+    """A change that cannot take a table lock gives back what it holds within its lock_timeout, so that a request
+    queued behind it goes on, and tries again; here it never gets its lock and reports it."""
+    asyncio.run(migration.migrate(empty_database))
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        conn.execute("DELETE FROM schema_digests")  # as if schema.sql had changed since
+    holder = _holding(empty_database, "UPDATE jobs SET title = title WHERE false")  # a write in progress
+    try:
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            asyncio.run(migration.migrate(empty_database, lock_timeout=0.05, attempts=2))
+        with psycopg.connect(empty_database) as writer:
+            writer.execute("SET lock_timeout = '5s'")  # a bound on the test, not a clock: nothing is left held
+            writer.execute("UPDATE applications SET status = status WHERE false")
+            writer.execute("UPDATE jobs SET title = title WHERE false")
+    finally:
+        holder.close()
+    asyncio.run(migration.migrate(empty_database, lock_timeout=0.05, attempts=1))  # once the write is over
+    with psycopg.connect(empty_database) as conn:
+        assert conn.execute("SELECT count(*) FROM schema_digests").fetchone() == (1,)

@@ -34,7 +34,7 @@ from rpc.core.params import read_params
 from rpc.core.registry import Procedure, Registry
 from rpc.core.responses import error_response, json_response, render
 from rpc.core.types import Connection
-from rpc.db.pool import Pool, translate
+from rpc.db.pool import LOCK_CONFLICTS, Pool, translate
 from rpc.limits.ratelimit import Quota, RateLimiter
 from rpc.ops.metrics import Metrics
 from rpc.outbox.emit import Emitter
@@ -153,6 +153,16 @@ class Dispatcher:
         return json_response(encode_result(result))
 
     async def _write(self, call: _Call, conn: Connection) -> Response:
+        """A write in one transaction, tried once more when a lock conflict (a deadlock with another transaction,
+        a lock timeout) rolled the whole of it back: nothing of it was applied and nothing answered yet, and the
+        second try usually finds the other transaction gone. A second conflict is reported (`Busy`)."""
+        try:
+            return await self._write_once(call, conn)
+        except LOCK_CONFLICTS as exc:
+            log.info("%s met a lock conflict (%s) and is tried once more", call.proc.name, type(exc).__name__)
+            return await self._write_once(call, conn)
+
+    async def _write_once(self, call: _Call, conn: Connection) -> Response:
         """A write in one transaction, its credential confirmed first; with an Idempotency-Key, the key claimed
         and the answer kept in the same transaction."""
         async with conn.transaction():
@@ -199,6 +209,8 @@ class Dispatcher:
                     result = await call.proc.handler(ctx, call.params)
             return json_response(encode_result(result))
         except (RpcError, psycopg.Error) as exc:
+            if isinstance(exc, LOCK_CONFLICTS):
+                raise  # the whole transaction is tried again, or reported, by `_write`
             error = exc if isinstance(exc, RpcError) else translate(exc, self._registry)
             if error is None or error.status not in idempotency.KEPT_REFUSALS:
                 raise

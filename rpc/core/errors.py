@@ -247,3 +247,12 @@ class Unavailable(RpcError):
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after)}
+
+
+class Busy(Unavailable):
+    """The database is up but a lock conflict (a deadlock, a lock timeout, a serialization failure) stopped the
+    call, after the service had tried it a second time where that was safe; nothing of it was applied. The
+    contract's one 503 code, said honestly: the client retries in a moment."""
+
+    default_message = "The database was busy with a conflicting change and nothing was applied; retry in a moment."
+    retry_after: ClassVar[int] = 1

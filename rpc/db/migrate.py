@@ -1,13 +1,22 @@
-"""Bring a database to the current schema, safely from any number of processes at once.
+"""Bring a database to the current schema, safely from any number of processes at once, and without costing a
+request of the processes already serving it.
 
-An empty database gets `schema.sql` and is recorded at the newest migration's version. An existing one
-gets its pending `migrations/NNNN_what.sql` in order (changes to existing tables), then `schema.sql` again
-(it is idempotent: new tables, indexes and functions arrive that way). All of it runs under one advisory
-lock and in one transaction, so a failed step leaves the database as it was.
+Every start comes here (`bin/serve`, `bin/worker`, `bin/admin`, `bin/migrate`). Under one advisory lock it first
+reads whether the database already has this schema (one read: the digest of `schema.sql` and `migrations/`
+recorded by the last change); a current database is left untouched, so starting a process takes no lock any
+request needs (the extras, the queue's schema and the first signing key, then only read that they are there).
+Otherwise an empty database gets `schema.sql` and is recorded at the newest migration's version; an existing one
+gets its pending `migrations/NNNN_what.sql` in order (changes to existing tables), then `schema.sql` again (it is
+idempotent: new tables, indexes and functions arrive that way).
+That runs in one transaction, so a failed step leaves the database as it was, and with a short `lock_timeout`:
+a request queued behind one of its table locks waits at most that long, and the change, having given its locks
+back, tries again a little later (a bounded number of times) rather than hold the requests up.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -25,6 +34,8 @@ SCHEMA = PROJECT / "schema.sql"
 MIGRATIONS = PROJECT / "migrations"
 BASELINE = MIGRATIONS / "baseline.sql"
 LOCK_KEY = 0x48495245  # "HIRE": one advisory lock for every schema change
+LOCK_TIMEOUT = 1.0  # seconds a schema change waits for one table lock (and a request behind it, at most)
+LOCK_ATTEMPTS = 30  # tries of a change that cannot take its locks, a growing pause apart (about a minute in all)
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -37,6 +48,17 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 _VERSIONS_EXIST = "SELECT to_regclass('schema_migrations') IS NOT NULL AS present"
 _APPLIED = "SELECT coalesce(max(version), 0) AS version FROM schema_migrations"
 _RECORD = "INSERT INTO schema_migrations (version) VALUES (%(version)s) ON CONFLICT DO NOTHING"
+# What the last change brought the database to: the digest of the schema files it applied. Written after all of it
+# (the extras too: the queue's schema, the first key), so that a database recorded at today's digest needs nothing.
+DIGESTS_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_digests (
+    digest      text           NOT NULL,
+    applied_at  timestamptz(0) NOT NULL DEFAULT now(),
+    CONSTRAINT schema_digests_pkey PRIMARY KEY (digest)
+)"""
+_CURRENT = "SELECT EXISTS (SELECT FROM schema_digests WHERE digest = %(digest)s) AS current"
+_RECORD_DIGEST = "INSERT INTO schema_digests (digest) VALUES (%(digest)s) ON CONFLICT DO NOTHING"
+_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %(timeout)s, true)"  # SET LOCAL, parameterised
 
 Extra = Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]
 
@@ -60,26 +82,76 @@ def migrations(folder: Path = MIGRATIONS) -> list[Migration]:
     return found
 
 
-async def migrate(database_url: str, *extras: Extra) -> int:
-    """Apply what is pending and return the schema version; `extras` run under the same lock afterwards."""
+def digest(known: list[Migration]) -> str:
+    """What identifies this schema: `schema.sql` and every migration, names and text."""
+    hashed = hashlib.sha256(SCHEMA.read_bytes())
+    for migration in known:
+        hashed.update(migration.path.name.encode() + b"\0" + migration.path.read_bytes())
+    return hashed.hexdigest()
+
+
+async def migrate(
+    database_url: str, *extras: Extra, lock_timeout: float = LOCK_TIMEOUT, attempts: int = LOCK_ATTEMPTS
+) -> int:
+    """Apply what is pending, if anything is, and return the schema version; `extras` run under the same lock
+    afterwards, on a current database too (they only read when there is nothing for them to do)."""
+    known = migrations()
+    newest = known[-1].version if known else 0
+    wanted = digest(known)
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
         try:
-            async with conn.transaction():
-                version = await _apply(conn)
+            if await _current(conn, wanted):
+                for extra in extras:
+                    await extra(conn)
+                return newest
+            await _apply_patiently(conn, known, lock_timeout, attempts)
             for extra in extras:
                 await extra(conn)
+            await conn.execute(_RECORD_DIGEST, {"digest": wanted})
         finally:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
-    return version
+    return newest
 
 
-async def _apply(conn: psycopg.AsyncConnection[Any]) -> int:
-    known = migrations()
+async def _current(conn: psycopg.AsyncConnection[Any], wanted: str) -> bool:
+    """Whether the database has this schema already: one read, which takes no lock a request could wait on."""
+    try:
+        cursor = await conn.execute(_CURRENT, {"digest": wanted})
+    except psycopg.errors.UndefinedTable:  # no digest recorded yet: older than this check, or empty
+        return False
+    row = await cursor.fetchone()
+    return bool(row and row[0])
+
+
+async def _apply_patiently(
+    conn: psycopg.AsyncConnection[Any], known: list[Migration], lock_timeout: float, attempts: int
+) -> None:
+    """The change in one transaction, each of its locks waited for at most `lock_timeout`; when one is not to be
+    had (or the change was chosen to break a deadlock), everything it held is given back, so the requests waiting
+    behind it go on, and it tries again after a pause, up to `attempts` times."""
+    for attempt in range(1, attempts + 1):
+        try:
+            async with conn.transaction():
+                await conn.execute(_LOCK_TIMEOUT, {"timeout": f"{round(lock_timeout * 1000)}ms"})
+                await _apply(conn, known)
+            return
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected) as exc:
+            if attempt == attempts:
+                raise
+            pause = min(5.0, 0.1 * 2**attempt)
+            log.warning(
+                "the schema change gave way to requests (%s); trying again in %.1f s", type(exc).__name__, pause
+            )
+            await asyncio.sleep(pause)
+
+
+async def _apply(conn: psycopg.AsyncConnection[Any], known: list[Migration]) -> None:
     newest = known[-1].version if known else 0
     cursor = await conn.execute(_VERSIONS_EXIST)
     existing = (await cursor.fetchone() or (False,))[0]
     await conn.execute(VERSIONS_TABLE)
+    await conn.execute(DIGESTS_TABLE)
     if existing:
         cursor = await conn.execute(_APPLIED)
         current = int((await cursor.fetchone() or (0,))[0])
@@ -90,4 +162,3 @@ async def _apply(conn: psycopg.AsyncConnection[Any]) -> int:
                 await conn.execute(_RECORD, {"version": migration.version})
     await conn.execute(SCHEMA.read_text())
     await conn.execute(_RECORD, {"version": newest})
-    return newest

@@ -14,12 +14,15 @@ from psycopg import errors as pgerrors
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from rpc.core.errors import Conflict, InvalidParams, RpcError, Unavailable
+from rpc.core.errors import Busy, Conflict, InvalidParams, RpcError, Unavailable
 from rpc.core.registry import Registry
 from rpc.core.types import Connection
 from rpc.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# A lock conflict, not an outage: the database answered, and a whole transaction tried again may well pass.
+LOCK_CONFLICTS = (pgerrors.DeadlockDetected, pgerrors.SerializationFailure, pgerrors.LockNotAvailable)
 
 
 class Pool(AsyncConnectionPool[Connection]):
@@ -109,6 +112,9 @@ async def count_for_account(conn: Connection, account_id: str, query: str) -> in
 
 def translate(exc: psycopg.Error | PoolTimeout, registry: Registry | None) -> RpcError | None:
     """The API error a driver error stands for, or None when it is a bug (an internal error)."""
+    if isinstance(exc, LOCK_CONFLICTS):
+        log.warning("database busy, the call was not applied: %s", type(exc).__name__)
+        return Busy()
     if isinstance(exc, PoolTimeout | psycopg.OperationalError):
         log.warning("database unavailable: %s", type(exc).__name__)
         return Unavailable()

@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, NoReturn
 
 import msgspec
+import psycopg
 import uvicorn
 import uvloop
 
@@ -76,6 +77,11 @@ async def _migrate(settings: Settings, database_url: str) -> int:
         return await prepare_database(settings, database_url)
     except SealError as exc:
         _fail(f"{exc}: the database's keys were sealed with another SERVICE_SECRET_KEY")
+    except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
+        _fail(
+            "the schema change could not take its table locks between the requests of the processes serving this "
+            "database (it gave way to them each time, so none failed); run bin/migrate again when it is quieter"
+        )
 
 
 def _where(settings: Settings) -> str:

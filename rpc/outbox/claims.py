@@ -67,10 +67,10 @@ WITH claimed AS (
 # One statement settles a batch. An attempt is recorded only on a delivery still pending at fewer attempts (its
 # row lock makes a concurrent duplicate of the attempt wait, then find nothing to do), and its job is then
 # finished whoever holds it: deleted, or put back for the next attempt at `next_attempt_at`. A job whose attempt
-# was not recorded (someone else recorded it, or the delivery was finished already), a job over its endpoint's
-# share (`released`: back in the queue shortly, no attempt used up) and a job whose endpoint was disabled are
-# touched only while this worker still holds them: a job requeued and claimed by another worker meanwhile is that
-# worker's to settle.
+# was not recorded (someone else recorded it, or the delivery was finished already), a job held too long for its
+# endpoint's turn (`released`: back in the queue shortly, no attempt used up; rpc/outbox/lanes.py) and a job whose
+# endpoint was disabled are touched only while this worker still holds them: a job requeued and claimed by another
+# worker meanwhile is that worker's to settle.
 _SETTLE = """
 WITH outcome AS (
     SELECT * FROM unnest(
@@ -138,8 +138,8 @@ class Outcome:
 
 @dataclass(slots=True)
 class Settlement:
-    """What one statement settles: attempts made, jobs of deliveries finished or gone, jobs over their endpoint's
-    share and deliveries to disabled endpoints (with their jobs)."""
+    """What one statement settles: attempts made, jobs of deliveries finished or gone, jobs given back unattempted
+    and deliveries to disabled endpoints (with their jobs)."""
 
     outcomes: list[Outcome]
     finished_jobs: list[int]

@@ -2,7 +2,8 @@
 made concurrently, outcomes settled in batches; our tables are the record.
 
 A worker claims up to half its free attempt slots of due delivery jobs in one statement (`rpc/outbox/claims.py`),
-posts them concurrently (at most WEBHOOK_PER_ENDPOINT at once to one endpoint), and settles every outcome that has
+posts them concurrently (at most WEBHOOK_PER_ENDPOINT at once to one endpoint; the others of that endpoint wait in
+its lane, `rpc/outbox/lanes.py`, and start as its attempts end), and settles every outcome that has
 come in since its last settlement in one statement: the attempt row, the delivery's new state (`succeeded`, `failed`
 after the last attempt, or `pending` with its next attempt due one wait of WEBHOOK_RETRY_WAITS after the end of
 this one) and the job (deleted, or rescheduled for that next attempt) change together. Attempts are counted in
@@ -37,6 +38,7 @@ from rpc.mail.postman import Postman, send_mail
 from rpc.ops.metrics import Metrics
 from rpc.outbox.claims import Outcome, Settlement, beat, claim, claim_delivery, register, settle, unregister
 from rpc.outbox.emit import Emitter
+from rpc.outbox.lanes import Lanes, Row
 from rpc.outbox.periodic import Periodic
 from rpc.outbox.queue import DELIVERY_QUEUE, MAIL_TASK, QUEUE
 from rpc.outbox.sender import Sender, describe_failure
@@ -95,27 +97,6 @@ class _Target:
     previous_secret: str | None
 
 
-class _Gates:
-    """At most `limit` attempts in flight to one endpoint in this worker, so that a receiver that hangs
-    cannot take every slot and delay the deliveries of all the other endpoints."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._busy: dict[str, int] = {}
-
-    def enter(self, endpoint_id: str) -> bool:
-        busy = self._busy.get(endpoint_id, 0)
-        if busy >= self._limit:
-            return False
-        self._busy[endpoint_id] = busy + 1
-        return True
-
-    def leave(self, endpoint_id: str) -> None:
-        busy = self._busy.pop(endpoint_id) - 1
-        if busy:
-            self._busy[endpoint_id] = busy
-
-
 class Deliverer:
     """Claims due delivery jobs, makes their attempts and settles them; `run` until stopped."""
 
@@ -127,14 +108,15 @@ class Deliverer:
         self.pool = pool
         self._sender = sender
         self._sealer = Sealer(settings.secret_key)
-        self._gates = _Gates(settings.webhook_per_endpoint)
+        self._lanes = Lanes(settings.webhook_per_endpoint)
         self._concurrency = concurrency
         self._batch = max(1, concurrency // 2)  # claim no fewer at once while the queue is full
         self._worker_id: int | None = None
         self._stopped = False
         self._running: set[asyncio.Task[None]] = set()
-        self._in_flight: set[str] = set()  # deliveries being attempted here
+        self._in_flight: set[str] = set()  # deliveries being attempted or held here
         self._unsettled = Settlement.empty()
+        self.released = 0  # jobs sent back to the queue unattempted (held too long, or at a stop)
         self._slot_freed = asyncio.Event()
         self._to_settle = asyncio.Event()
         self.notified = asyncio.Event()  # a new job was deferred (set by the queue's notifications)
@@ -158,10 +140,11 @@ class Deliverer:
         beating = asyncio.create_task(self._beat_forever())
         try:
             while not stopping.is_set():
-                free = self._concurrency - len(self._running)
+                self._release(self._lanes.expired(time.monotonic()))
+                free = self._concurrency - len(self._running) - self._lanes.held
                 if free < self._batch:
                     self._slot_freed.clear()
-                    await _first(self._slot_freed.wait(), stopping.wait())
+                    await _first(self._slot_freed.wait(), stopping.wait(), asyncio.sleep(poll))
                     continue
                 self.notified.clear()
                 try:
@@ -170,14 +153,15 @@ class Deliverer:
                 except psycopg.Error as exc:
                     log.warning("claiming delivery jobs failed, trying again in %g s: %s", poll, exc)
                     claimed = []
-                started = self._start(claimed)
-                if len(claimed) < free or not started:
-                    # Nothing more is due, or only jobs of endpoints holding their share (sent back to the queue):
-                    # wait for a new job, a slot, a retry falling due or a stop, rather than sweep the queue.
+                self._start(claimed)
+                if len(claimed) < free:
+                    # Nothing more is due: wait for a new job, a slot, a retry falling due or a stop, rather than
+                    # sweep the queue.
                     self._slot_freed.clear()
                     waits = (self._slot_freed.wait(), self.notified.wait(), stopping.wait())
                     await _first(asyncio.sleep(poll), *waits)
         finally:
+            self._release(self._lanes.drain())
             while self._running:
                 await asyncio.gather(*self._running)
             self._stopped = True
@@ -209,26 +193,36 @@ class Deliverer:
         except psycopg.Error as exc:  # its heartbeat stops all the same: it will be pruned
             log.warning("unregistering delivery worker %s failed: %s", self._worker_id, exc)
 
-    def _start(self, claimed: list[dict[str, Any]]) -> int:
-        """An attempt for each claimed job that needs one, the others settled without one; how many started."""
-        unsettled, started = self._unsettled, 0
+    def _start(self, claimed: list[Row]) -> None:
+        """An attempt for each claimed job that needs one, at once or in its endpoint's turn; the others settled
+        without one."""
+        unsettled, now = self._unsettled, time.monotonic()
         for row in claimed:
             job_id, delivery_id = row["job_id"], row["delivery_id"]
             if row["status"] != "pending" or delivery_id in self._in_flight:
                 unsettled.finished_jobs.append(job_id)  # finished already, gone, or a second job of one attempt
             elif not row["enabled"]:
                 unsettled.disabled.append((job_id, delivery_id))
-            elif not self._gates.enter(row["endpoint_id"]):
-                unsettled.released_jobs.append(job_id)  # the endpoint holds its share: back in the queue shortly
             else:
                 self._in_flight.add(delivery_id)
-                task = asyncio.create_task(self._attempt(row))
-                self._running.add(task)
-                task.add_done_callback(self._finished)
-                started += 1
+                if self._lanes.admit(row["endpoint_id"], row, now):
+                    self._launch(row)
         if unsettled:
             self._to_settle.set()
-        return started
+
+    def _launch(self, row: Row) -> None:
+        task = asyncio.create_task(self._attempt(row))
+        self._running.add(task)
+        task.add_done_callback(self._finished)
+
+    def _release(self, rows: list[Row]) -> None:
+        """Held jobs back to the queue, no attempt made (due again shortly, for any worker)."""
+        for row in rows:
+            self._in_flight.discard(row["delivery_id"])
+            self._unsettled.released_jobs.append(row["job_id"])
+        if rows:
+            self.released += len(rows)
+            self._to_settle.set()
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
@@ -266,12 +260,14 @@ class Deliverer:
             ),
         }
 
-    async def _attempt(self, row: dict[str, Any]) -> None:
+    async def _attempt(self, row: Row) -> None:
         try:
             outcome = await self._post(row)
         finally:
-            self._gates.leave(row["endpoint_id"])
             self._in_flight.discard(row["delivery_id"])
+            following = self._lanes.finished(row["endpoint_id"], time.monotonic())
+            if following is not None:
+                self._launch(following)  # the endpoint's next job, the moment this one ended
         self._unsettled.outcomes.append(outcome)
         self._to_settle.set()
 

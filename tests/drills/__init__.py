@@ -11,6 +11,9 @@ processes, real receivers, only on 127.0.0.1, each drill bounded in time. They r
 - `test_steady_load.py`: a minute of mixed reads and writes at a fixed rate: 0 5xx, the server's RSS flat;
 - `test_horizontal_scale.py`: two API processes and two workers on one database and Redis: one shared rate
   limit, exactly-once state changes, every event delivered.
+- `test_restarts.py`: `bin/admin` commands, workers and a second server started during keyed writes, three times
+  over, with no failed request; and kill -9 of servers and workers during idempotent writes with retries: each
+  job once, every event delivered, every replay answered with the first answer, the audit chain intact.
 
 Drills that live beside the code they exercise, not repeated here:
 
