@@ -52,7 +52,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from bench import mixes, one_endpoint, sync
+from bench import mixes, one_endpoint, search_index, sync
 from bench.churn import Churn
 from bench.delivery import emit_events
 from procedures.vocabulary import VOCABULARY
@@ -74,12 +74,14 @@ PLAN = "enterprise"
 TOKEN_SECONDS = 6 * 3600
 QUERY = "python"
 MIX_LINES = 20_000  # request lines of a Zipf mix (each names its own target)
+# Request lines of a never-seen mix, each target made at random and sent once: more than any run sends.
+NEVER_SEEN_LINES = {True: 30_000, False: 150_000}
 CHURN = 20  # jobs published (and as many closed) a second during the churn scenario
 WRITE_TARGET = "interview_scheduled"
 HOOK_EVENTS = ("application.status_changed",)
 DUPLICATE_SHARE = 0.3
 WRK_TIMEOUT = "10s"
-READY_SECONDS = 90.0
+READY_SECONDS = 300.0  # a service at a million jobs builds its search index first
 STOP_SECONDS = 15.0
 
 # Settings of the service that the bench sets itself; anything else in the environment (DB_POOL_*) passes on.
@@ -900,25 +902,6 @@ class Report(msgspec.Struct, kw_only=True):
     notes: list[str]
 
 
-def first_asks(url: str, targets: Sequence[str], keys: Sequence[str]) -> dict[str, float]:
-    """Each target asked once, one at a time, with the credentials in turn: how long the first asks took."""
-    times = []
-    started = time.monotonic()
-    with httpx.Client(base_url=url, timeout=120) as client:
-        for number, target in enumerate(targets):
-            asked = time.monotonic()
-            response = client.get(target, headers={"Authorization": f"Bearer {keys[number % len(keys)]}"})
-            if response.status_code != 200:
-                raise BenchError(f"{target}: {response.status_code} {response.text[:200]}")
-            times.append((time.monotonic() - asked) * 1000)
-    return {
-        "count": len(times),
-        "seconds": round(time.monotonic() - started, 2),
-        "p50_ms": round(statistics.median(times), 1),
-        "max_ms": round(max(times), 1),
-    }
-
-
 def median(values: Sequence[float | None]) -> float | None:
     present = [value for value in values if value is not None]
     return statistics.median(present) if present else None
@@ -1052,17 +1035,6 @@ class Receiver:
 # ---------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Read:
-    """An HTTP read measured beside the ceiling."""
-
-    name: str
-    target: str
-    requests: RequestFile
-    churn_per_second: float = 0.0  # jobs published and closed while the service is measured (bench.churn)
-    distinct: tuple[str, ...] = ()  # a mix's distinct targets: each is asked once before the mix is measured
-
-
 @dataclass
 class Reserve:
     """Requests that may be sent once each (writes), handed out run after run."""
@@ -1076,6 +1048,22 @@ class Reserve:
     def used(self, summary: WrkSummary, connections: int) -> None:
         """Skip what was sent, and what may have been in flight when wrk stopped."""
         self.first += summary.requests + summary.timeouts + connections
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """An HTTP read measured beside the ceiling."""
+
+    name: str
+    target: str
+    requests: RequestFile
+    churn_per_second: float = 0.0  # jobs published and closed while the service is measured (bench.churn)
+    once: Reserve | None = None  # lines sent once each (a never-seen mix): no target is ever asked twice
+
+    @classmethod
+    def never_seen(cls, name: str, target: str, path: Path, lines: list[tuple[str, str, str, str, str]]) -> Read:
+        requests = RequestFile.write(path, lines)
+        return cls(name, target, requests, once=Reserve(requests))
 
 
 def read_lines(target: str, credentials: Sequence[str]) -> list[tuple[str, str, str, str, str]]:
@@ -1174,14 +1162,18 @@ class Targets:
         self.children.append(child)
         return child
 
-    def start_service(self) -> None:
-        """`bin/serve --no-worker` on the bench's port (stopped first when running)."""
+    def start_service(self) -> float:
+        """`bin/serve --no-worker` on the bench's port (stopped first when running), ready: its search index
+        opened (or built) and caught up. The seconds from its start to ready."""
         if self._service is not None:
             self._service.stop()
         argv = [*script("serve"), "--no-worker", "--server", self.server, "--host", HOST, "--port", str(self.port)]
+        started = time.monotonic()
         self._service = self.start("serve", argv)
-        wait_ready(self._service, f"{self.url}/healthz")
-        self.say(f"bin/serve --no-worker --server {self.server} is up on {self.url}")
+        wait_ready(self._service, f"{self.url}/readyz")
+        seconds = time.monotonic() - started
+        self.say(f"bin/serve --no-worker --server {self.server} is up on {self.url}, ready in {seconds:.1f} s")
+        return seconds
 
     def start_ceiling(self, key: str) -> None:
         """The ceiling app, answering the bytes of the service's own first `jobs.list` page."""
@@ -1254,17 +1246,17 @@ class Bench:
         filters, queries = tuple(mixes.list_targets()), tuple(mixes.search_targets(rng))
         lists = mixes.zipf_lines(filters, employers.keys, MIX_LINES, rng)
         searches = RequestFile.write(work / "search-mix", mixes.zipf_lines(queries, employers.keys, MIX_LINES, rng))
+        count = NEVER_SEEN_LINES[self.config.quick]
+        unseen_searches = mixes.once_each(mixes.never_seen_searches(rng, count), employers.keys)
+        unseen_lists = mixes.once_each(mixes.never_seen_lists(rng, count), employers.keys)
         self.reads += [
-            Read(
-                "jobs.list one filter (Zipf mix)",
-                "/v1/jobs.list",
-                RequestFile.write(work / "list-mix", lists),
-                distinct=filters,
-            ),
-            Read("jobs.search (Zipf mix)", "/v1/jobs.search", searches, distinct=queries),
+            Read("jobs.list one filter (Zipf mix)", "/v1/jobs.list", RequestFile.write(work / "list-mix", lists)),
+            Read("jobs.search (Zipf mix)", "/v1/jobs.search", searches),
             Read(f"jobs.search (Zipf mix, {CHURN}/s published+closed)", "/v1/jobs.search", searches, CHURN),
+            Read.never_seen("jobs.search (never seen)", "/v1/jobs.search", work / "search-unseen", unseen_searches),
+            Read.never_seen("jobs.list filters (never seen)", "/v1/jobs.list", work / "list-unseen", unseen_lists),
         ]
-        self.first_asks: dict[tuple[str, int], dict[str, float]] = {}
+        self.rss: dict[int, float] = {}  # the most memory the service held at each size, in MB
         self.writes = Reserve(RequestFile.write(work / "writes", write_lines(self.seeded.writes)))
         self.payments: Reserve | None = None
         if self.seeded.payments:
@@ -1290,7 +1282,7 @@ class Bench:
             return self.job_reads_only()
         self.targets.start_service()
         self.targets.start_ceiling(self.seeded.employers.keys[0])
-        self.warm_up(self.config.sizes[0])
+        self.warm_up()
         rows = self.first_size(self.config.sizes[0])
         for size in self.config.sizes[1:]:
             rows.extend(self.larger_size(size))
@@ -1300,12 +1292,12 @@ class Bench:
         tally, hooks = Tally(), Hooks(self)
         for number in range(1, self.config.rounds + 1):
             self.say(f"round {number}/{self.config.rounds} at {size:,} jobs")
-            self.read_round(self.reads, tally)
+            self.read_round(size, self.reads, tally)
             tally.add(WRITES, self.reserved(self.writes, WRITES))
             if self.payments is not None:
                 tally.add(PAYMENTS, self.reserved(self.payments, PAYMENTS))
             hooks.round(number)
-        rows = self.read_rows(size, self.reads, tally)
+        rows = [*self.read_rows(size, self.reads, tally), search_index.row(self, size)]
         if WRITES in tally.service:
             rows.append(self.write_row(size, tally.service[WRITES]))
         if PAYMENTS in tally.service:
@@ -1368,12 +1360,12 @@ class Bench:
     def job_reads(self, size: int) -> list[Row]:
         """The job reads at `size`, on a service started afresh (the jobs grown to it first)."""
         self.serve_at(size)
-        self.warm_up(size)
+        self.warm_up()
         reads, tally = [read for read in self.reads if read.name.startswith("jobs.")], Tally()
         for number in range(1, self.config.rounds + 1):
             self.say(f"round {number}/{self.config.rounds} at {size:,} jobs")
-            self.read_round(reads, tally)
-        return self.read_rows(size, reads, tally)
+            self.read_round(size, reads, tally)
+        return [*self.read_rows(size, reads, tally), search_index.row(self, size)]
 
     def measure(self, child: Child, url: str, requests: RequestFile, first: int = 0) -> tuple[Run, WrkSummary]:
         """One wrk run, with the CPU the measured process, the database and wrk spent over it."""
@@ -1384,30 +1376,31 @@ class Bench:
             raise BenchError(f"{child.name} died during the run:\n{child.tail()}")
         return Run.of(summary, Usage.between(before, after)), summary
 
-    def warm_up(self, size: int) -> None:
-        """Connections, pools and prepared statements made before anything counts; then each distinct query of
-        the mixes asked once, timed: the mixes measure a board whose popular queries recur, and these first
-        asks (each counting every match) are reported beside them."""
+    def warm_up(self) -> None:
+        """The ceiling's connections made before anything counts. The service is not warmed: every scenario
+        measures a process started just before it, with nothing asked ahead, as after a restart or a deploy."""
         read = self.reads[0]
-        for child, base in ((self.targets.ceiling, self.targets.ceiling_url), (self.targets.service, self.targets.url)):
-            self.wrk.run(base + read.target, read.requests, self.config.warmup)
-            if not child.alive():
-                raise BenchError(f"{child.name} died while warming up:\n{child.tail()}")
-        for mix in (read for read in self.reads if read.distinct):
-            asked = first_asks(self.targets.url, mix.distinct, self.seeded.employers.keys)
-            self.first_asks[mix.name, size] = asked
-            self.say(
-                f"  {mix.name}: {len(mix.distinct)} distinct queries asked once in {asked['seconds']:.1f} s "
-                f"(median {asked['p50_ms']:.0f} ms, slowest {asked['max_ms']:.0f} ms)"
-            )
+        self.wrk.run(self.targets.ceiling_url + read.target, read.requests, self.config.warmup)
+        if not self.targets.ceiling.alive():
+            raise BenchError(f"the ceiling died while warming up:\n{self.targets.ceiling.tail()}")
 
-    def read_round(self, reads: Sequence[Read], tally: Tally) -> None:
+    def read_round(self, size: int, reads: Sequence[Read], tally: Tally) -> None:
         """Each read: the ceiling, then the service, back to back with the same requests."""
         for read in reads:
-            ceiling, _ = self.measure(self.targets.ceiling, self.targets.ceiling_url + read.target, read.requests)
+            first = read.once.first if read.once else 0
+            ceiling, _ = self.measure(
+                self.targets.ceiling, self.targets.ceiling_url + read.target, read.requests, first
+            )
+            self.targets.start_service()  # a fresh process: nothing asked of it before the run
             churn = Churn(self.targets.url, self.seeded.employers.keys, read.churn_per_second or 1)
             with churn if read.churn_per_second else contextlib.nullcontext():
-                service, _ = self.measure(self.targets.service, self.targets.url + read.target, read.requests)
+                service, summary = self.measure(
+                    self.targets.service, self.targets.url + read.target, read.requests, first
+                )
+            if read.once:
+                read.once.used(summary, self.config.connections)
+            held = psutil.Process(self.targets.service.pid).memory_info().rss / 1e6
+            self.rss[size] = max(self.rss.get(size, 0.0), held)
             if read.churn_per_second:
                 rate = churn.published / churn.seconds if churn.seconds else 0.0
                 self.say(
@@ -1441,8 +1434,6 @@ class Bench:
             row = summarize(
                 read.name, size, "requests/s", tally.service[read.name], tally.ceiling[read.name], self.cores
             )
-            if (read.name, size) in self.first_asks:
-                row.details["first_asks"] = self.first_asks[read.name, size]
             rows.append(row)
         return rows
 

@@ -71,3 +71,76 @@ def zipf_lines(targets: Sequence[str], credentials: Sequence[str], count: int, r
 def _quoted(query: str) -> str:
     name, _, value = query.partition("=")
     return urllib.parse.urlencode({name: value})
+
+
+COMPANY_PARTS = (
+    "glo",
+    "init",
+    "hool",
+    "acme",
+    "stark",
+    "wayne",
+    "tyrell",
+    "umbr",
+    "galata",
+    "marmara",
+    "anat",
+    "bosph",
+)
+TYPES = ("full_time", "part_time", "contract", "internship", "temporary")
+
+
+def never_seen_searches(rng: random.Random, count: int) -> list[str]:
+    """`count` distinct `jobs.search` targets made at random, as a search box's long tail: one to three words
+    (the last often still being typed), now and then a phrase or an exclusion, a third with a location, some with
+    a company, a type or facets. No target repeats, so nothing can have been remembered."""
+    made: dict[str, None] = {}
+    while len(made) < count:
+        words = rng.sample(WORDS, rng.randint(1, 3))
+        if rng.random() < 0.5:
+            words[-1] = words[-1][: rng.randint(2, max(2, len(words[-1])))]
+        text = " ".join(words)
+        shape = rng.random()
+        if shape < 0.1:
+            text = f'"{" ".join(words)}"'
+        elif shape < 0.2 and len(words) > 1:
+            text = f"{' '.join(words[:-1])} -{words[-1]}"
+        params = {"q": text}
+        _filters(rng, params)
+        if rng.random() < 0.125:
+            params["facets"] = "true"
+        if rng.random() < 0.1:
+            params["per_page"] = str(rng.choice((10, 50, 100)))
+        made.setdefault(f"/v1/jobs.search?{urllib.parse.urlencode(params)}")
+    return list(made)
+
+
+def never_seen_lists(rng: random.Random, count: int) -> list[str]:
+    """`count` distinct `jobs.list` targets with filters made at random: a `q` (a word or a piece of one), a
+    location, a company and a type, one to three of them, on one of the first pages."""
+    made: dict[str, None] = {}
+    while len(made) < count:
+        params: dict[str, str] = {}
+        while not params:
+            if rng.random() < 0.6:
+                word = rng.choice(WORDS)
+                params["q"] = word[: rng.randint(3, max(3, len(word)))]
+            _filters(rng, params)
+        params["page"] = str(rng.choice((1, 1, 1, 2, 3)))
+        made.setdefault(f"/v1/jobs.list?{urllib.parse.urlencode(params)}")
+    return list(made)
+
+
+def _filters(rng: random.Random, params: dict[str, str]) -> None:
+    if rng.random() < 0.33:
+        city = rng.choice(CITIES)
+        params["location"] = city[: rng.randint(3, len(city))]
+    if rng.random() < 0.15:
+        params["company"] = rng.choice(COMPANY_PARTS)
+    if rng.random() < 0.2:
+        params["employment_type"] = rng.choice(TYPES)
+
+
+def once_each(targets: Sequence[str], credentials: Sequence[str]) -> list[Line]:
+    """One GET line per target, the credential in turn."""
+    return [("GET", target, f"Bearer {credentials[n % len(credentials)]}", "", "") for n, target in enumerate(targets)]

@@ -41,12 +41,12 @@ _SAMPLE = f"""
 SELECT {_COLUMNS}, jobs.status = 'published' AS _present FROM jobs ORDER BY random() LIMIT %(size)s
 """
 
-# Keys that order jobs newest first, then by id, as text compares (`order_by_field` takes text fast fields):
-# microseconds since the epoch in fixed-width hex, then the id's hex. `*_rank` holds the same order's leading
-# part as a number, for the range a cursor starts from: the time and the id's first 12 bits.
+# Ranks that order jobs newest first: microseconds since the epoch, then the id's first 12 bits, as one number
+# (the index orders by a number far faster than by text). Equal ranks — the same microsecond and 12 bits — are
+# settled by the whole id, read from the index (`rpc.search.view`).
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 # Named in the fingerprint: bump it whenever the fields of `schema` or what `document` puts in them change.
-_SHAPE = "fields-1"
+_SHAPE = "fields-2"
 
 
 class Shown(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,19 +67,14 @@ def micros(moment: dt.datetime) -> int:
     return (moment - _EPOCH) // dt.timedelta(microseconds=1)
 
 
-def order_key(moment: dt.datetime, job_id: str) -> str:
-    """The text whose order is (moment, id)."""
-    return f"{micros(moment):016x}{uuid.UUID(job_id).hex}"
-
-
-def order_rank(moment: dt.datetime, job_id: str) -> int:
-    """The number whose order is that of `order_key`'s first 19 hex digits."""
+def rank(moment: dt.datetime, job_id: str) -> int:
+    """The number whose order is that of (moment, id), but for ids that share their first 12 bits."""
     return micros(moment) << 12 | int(uuid.UUID(job_id).hex[:3], 16)
 
 
 def schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
-    builder.add_text_field("id", tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
     builder.add_text_field("text", tokenizer_name=ANALYZER)  # title, company, location and description
     builder.add_text_field("title", tokenizer_name=ANALYZER)  # the title alone: title matches rank first
     for facet in ("employment_type", "location", "company"):  # as written: facets and their values
@@ -87,9 +82,8 @@ def schema() -> tantivy.Schema:
     for folded in ("location_folded", "company_folded", "title_folded"):  # substring filters
         builder.add_text_field(folded, tokenizer_name="raw", index_option="basic")
     builder.add_integer_field("published", indexed=True, fast=True)  # microseconds: posted_after
-    builder.add_text_field("published_key", fast=True, tokenizer_name="raw", index_option="basic")
-    builder.add_unsigned_field("published_rank", indexed=True, fast=True)
-    builder.add_text_field("created_key", fast=True, tokenizer_name="raw", index_option="basic")
+    builder.add_unsigned_field("published_rank", indexed=True, fast=True)  # sort=newest, relevance's tie-break
+    builder.add_unsigned_field("created_rank", indexed=True, fast=True)  # jobs.list
     builder.add_bytes_field("shown", stored=True)
     return builder.build()
 
@@ -110,8 +104,6 @@ def document(row: Mapping[str, Any]) -> tantivy.Document:
         "company_folded": fold(company),
         "title_folded": fold(title),
         "published": micros(published),
-        "published_key": order_key(published, job_id),
-        "created_key": order_key(row["created_at"], job_id),
         "shown": _encode(
             Shown(
                 id=job_id,
@@ -126,7 +118,8 @@ def document(row: Mapping[str, Any]) -> tantivy.Document:
     if row["employment_type"] is not None:
         fields["employment_type"] = row["employment_type"]
     made = tantivy.Document(**fields)
-    made.add_unsigned("published_rank", order_rank(published, job_id))  # keyword numbers are taken as signed
+    made.add_unsigned("published_rank", rank(published, job_id))  # keyword numbers are taken as signed
+    made.add_unsigned("created_rank", rank(row["created_at"], job_id))
     return made
 
 
@@ -143,7 +136,7 @@ JOBS = Corpus(
     schema=schema,
     analyzers=lambda: {ANALYZER: analyzer()},
     id_field="id",
-    stored_fields=("shown",),
+    stored_fields=("id", "shown"),
     position_sql=_POSITION,
     changes_sql=_CHANGES,
     everything_sql=_EVERYTHING,

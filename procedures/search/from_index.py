@@ -9,7 +9,7 @@ import msgspec
 import tantivy
 
 from procedures.jobs import JobSummary
-from procedures.search.corpus import micros, order_key
+from procedures.search.corpus import micros, rank
 from procedures.search.facets import NAMES, FacetCounts, Facets
 from procedures.search.filters import contains, every
 from procedures.search.request import Search, SearchPage
@@ -36,7 +36,7 @@ def answer(view: View, search: Search) -> SearchPage:
     following = None
     if len(rows) > search.per_page:
         tier, last = shown[-1]
-        following = search.following(tier, _published(last.key), _id(last.key))
+        following = search.following(tier, _published(last.rank), last.id_in("id"))
     facets: Facets | msgspec.UnsetType = msgspec.UNSET
     if search.facets:
         facets = FacetCounts({name: view.terms(matches, name) for name in NAMES}, kept=True).shown()
@@ -65,18 +65,17 @@ def _page(view: View, search: Search, tier: int, query: tantivy.Query, wanted: i
     """Up to `wanted` rows of one tier, newest first, after the cursor when it stopped in this tier."""
     after = search.after
     if after is None or tier != search.after_tier:
-        return view.top(query, "published_key", wanted)
-    start = order_key(after.published_at, after.id)
-    # From the cursor's rank on (a number, so the index can range over it); the rows of that rank up to and
-    # including the cursor's own are left out here (a rank holds the time and 12 bits of the id: a handful).
-    rank = micros(after.published_at) << 12 | int(start[16:19], 16)
+        return view.top(query, "published_rank", wanted)
+    # From the cursor's rank down (a number the index can range over); those of that very rank at or before the
+    # cursor's row, by id, are left out here (a rank holds the time and 12 bits of the id: a handful at most).
+    start = rank(after.published_at, after.id)
     ranged = every(
-        [query, tantivy.Query.range_query(view.schema, "published_rank", tantivy.FieldType.Unsigned, 0, rank)]
+        [query, tantivy.Query.range_query(view.schema, "published_rank", tantivy.FieldType.Unsigned, 0, start)]
     )
     fetch = wanted + _FIRST_FETCH
     while True:
-        hits = view.top(ranged, "published_key", fetch)
-        kept = [hit for hit in hits if hit.key < start]
+        hits = view.top(ranged, "published_rank", fetch)
+        kept = [hit for hit in hits if hit.rank < start or hit.id_in("id") < after.id]
         if len(kept) >= wanted or len(hits) < fetch:
             return kept[:wanted]
         fetch *= 4
@@ -92,7 +91,7 @@ def _filters(search: Search, schema: tantivy.Schema) -> list[tantivy.Query]:
     filters = []
     for name, text in (("location", search.location), ("company", search.company)):
         if text is not None:
-            filters.append(contains(schema, f"{name}_folded", text))
+            filters.append(contains(f"{name}_folded", text))
     if search.employment_type:
         filters.append(tantivy.Query.term_set_query(schema, "employment_type", search.employment_type))
     if search.posted_after is not None:
@@ -103,10 +102,5 @@ def _filters(search: Search, schema: tantivy.Schema) -> list[tantivy.Query]:
     return filters
 
 
-def _published(key: str) -> dt.datetime:
-    return _EPOCH + dt.timedelta(microseconds=int(key[:16], 16))
-
-
-def _id(key: str) -> str:
-    hexed = key[16:]
-    return f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:]}"
+def _published(rank: int) -> dt.datetime:
+    return _EPOCH + dt.timedelta(microseconds=rank >> 12)

@@ -23,13 +23,13 @@ def newest(
     schema = view.schema
     conditions = []
     if q is not None:
-        conditions.append(either([contains(schema, "title_folded", q), contains(schema, "company_folded", q)]))
+        conditions.append(either([contains("title_folded", q), contains("company_folded", q)]))
     if location is not None:
-        conditions.append(contains(schema, "location_folded", location))
+        conditions.append(contains("location_folded", location))
     if company is not None:
-        conditions.append(contains(schema, "company_folded", company))
+        conditions.append(contains("company_folded", company))
     if employment_type is not None:
         conditions.append(tantivy.Query.term_query(schema, "employment_type", employment_type))
     query = every(conditions)
-    page = [bytes(hit.stored("shown")) for hit in view.top(query, "created_key", limit, offset)]  # type: ignore[call-overload]
+    page = [bytes(hit.stored("shown")) for hit in view.top(query, "created_rank", limit, offset)]  # type: ignore[call-overload]
     return page, view.count(query)

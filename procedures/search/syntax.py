@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import tantivy
 
-from procedures.search.filters import literal
 from procedures.search.text import analyzer, fold
 
 _CHUNKS = re.compile(r'-?"[^"]*"?|[^\s"]+')
@@ -113,8 +112,8 @@ def _match(operand: Operand, schema: tantivy.Schema, field: str) -> tantivy.Quer
     terms: list[str | tuple[int, str]] = list(operand.terms)
     if len(terms) == 1:
         stem = operand.terms[0][1]
-        if operand.prefix:
-            return tantivy.Query.regex_query(schema, field, literal(stem) + ".*")
+        if operand.prefix:  # a phrase of one word: every term it begins (no regular expression to compile)
+            return tantivy.Query.phrase_prefix_query(schema, field, [stem])
         return tantivy.Query.term_query(schema, field, stem)
     if operand.prefix:
         return tantivy.Query.phrase_prefix_query(schema, field, terms)
