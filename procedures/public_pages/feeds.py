@@ -9,6 +9,7 @@ import email.utils
 import math
 import urllib.parse
 from collections.abc import AsyncIterator
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -108,16 +109,15 @@ async def jobs_feed(request: Request, settings: PublicSettings) -> Response:
     return await answer(request, web(request).pool, "feed", XML, body)
 
 
-def _job(settings: PublicSettings, job: dict[str, object]) -> str:
-    published = job["published_at"] or job["updated_at"]
-    assert isinstance(published, dt.datetime)
-    kind = JOB_TYPES.get(str(job["employment_type"]), "")
+def _job(settings: PublicSettings, job: dict[str, Any]) -> str:
+    published: dt.datetime = job["published_at"] or job["updated_at"]
+    kind = JOB_TYPES.get(job["employment_type"], "")
     return (
         f"<job>\n<title>{cdata(str(job['title']))}</title>\n<date>{cdata(_rfc2822(published))}</date>\n"
         f"<referencenumber>{cdata(str(job['id']))}</referencenumber>\n"
         f"<url>{cdata(settings.job_url(str(job['id'])))}</url>\n<company>{cdata(str(job['company']))}</company>\n"
         f"<city>{cdata(str(job['location']))}</city>\n"
-        f"<description>{cdata(description_html(job['description']))}</description>\n"  # type: ignore[arg-type]
+        f"<description>{cdata(description_html(job['description']))}</description>\n"
         f"<jobtype>{cdata(kind)}</jobtype>\n</job>\n"
     )
 
