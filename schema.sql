@@ -300,6 +300,8 @@ CREATE TABLE IF NOT EXISTS job_totals (
     -- Bumped by every change to the published set (a job published or closed, a published job edited), in the
     -- change's transaction: caches of published jobs are exact while it stands still (docs/search.md).
     version bigint NOT NULL DEFAULT 0,
+    -- When the version last moved, to the second: the Last-Modified of the public feed and sitemap.
+    changed_at timestamptz(0) NOT NULL DEFAULT now(),
     CONSTRAINT job_totals_pkey PRIMARY KEY (status),
     CONSTRAINT job_totals_status_check CHECK (status = 'published'),
     CONSTRAINT job_totals_total_check CHECK (total >= 0)
@@ -333,7 +335,8 @@ BEGIN
     IF NOT (was_published OR is_published) THEN
         RETURN NULL;
     END IF;
-    UPDATE job_totals SET total = total + is_published::int - was_published::int, version = version + 1
+    UPDATE job_totals SET total = total + is_published::int - was_published::int, version = version + 1,
+        changed_at = greatest(changed_at, clock_timestamp())
     WHERE status = 'published' RETURNING version INTO changed;
     IF was_published THEN
         INSERT INTO published_changes VALUES (changed, OLD.id, false, OLD.title, OLD.company, OLD.location,

@@ -1,6 +1,6 @@
 """What the operations hand the framework at assembly (`rpc/app.py` is the only caller): every procedure module
 registered, the vocabulary, the payment provider behind the receiver, the periodic expiry of subscriptions,
-and the Billing page of the panel."""
+the Billing page of the panel, and the public job pages."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import procedures
 from procedures.billing import panel as billing_panel
 from procedures.billing.provider import PayTR, PayTRSettings
 from procedures.billing.settlement import EXPIRY
+from procedures.public_pages import routes as public_pages
 from procedures.published_cache import PROBE, PROBE_SQL
 from procedures.search.corpus import JOBS
 from procedures.vocabulary import VOCABULARY
@@ -35,6 +36,7 @@ def business(settings: Settings) -> Business:
         providers={"paytr": PayTR()},
         periodic={"expire_subscriptions": EXPIRY, "retention": retention.periodic(settings)},
         panel_routes=billing_panel.routes,
+        public_routes=public_pages.routes(settings),
         probes={PROBE: PROBE_SQL},
         corpora=(JOBS,),
     )

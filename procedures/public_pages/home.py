@@ -1,0 +1,107 @@
+"""`GET /me`: a candidate's own page — their applications, each with its status and history, withdraw (by
+`applications.withdraw`'s own code), their profile, and the way to the open jobs. Hiring people have the panel."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from procedures.applications import FINAL, ApplicationRef, withdraw
+from procedures.public_pages.site import context_for, render
+from rpc.core.errors import RateLimited, RpcError
+from rpc.core.types import Connection
+from rpc.services import services
+from rpc.web.forms import FormError, read_form
+from rpc.web.pages import redirect, signin_url
+from rpc.web.sessions import WebUser
+from rpc.web.state import web
+
+STATUSES = {
+    "pending": "Sent",
+    "reviewed": "Reviewed",
+    "interview_scheduled": "Interview scheduled",
+    "offered": "Offered",
+    "hired": "Hired",
+    "rejected": "Not selected",
+    "withdrawn": "Withdrawn",
+}
+NOTICES = {
+    "applied": "Your application was sent. A confirmation is on its way to your e-mail.",
+    "withdrawn": "Your application was withdrawn. The employer sees it as withdrawn.",
+}
+SHOWN = 100
+
+_PROFILE = "SELECT email, display_name, headline FROM users WHERE id = %(id)s"
+_APPLICATIONS = """
+SELECT a.id::text AS id, a.job_id::text AS job_id, a.status, a.created_at, j.title, j.company
+FROM applications AS a JOIN jobs AS j ON j.id = a.job_id
+WHERE a.candidate_id = %(user_id)s ORDER BY a.created_at DESC, a.id DESC LIMIT %(limit)s
+"""
+_HISTORY = """
+SELECT application_id::text AS application_id, from_status, to_status, changed_at
+FROM application_status_history WHERE application_id = ANY(%(ids)s::uuid[]) ORDER BY changed_at, id
+"""
+
+
+async def home(request: Request) -> Response:
+    """The candidate's page; signing in first if needed. Employers and admins go to the panel."""
+    state = web(request)
+    async with state.pool.connection() as conn:
+        user = await state.sessions.current(conn, request)
+        if user is None:
+            return redirect(signin_url("/me"))
+        if user.role != "candidate":
+            return redirect("/panel")
+        return await _home(conn, user, notice=NOTICES.get(request.query_params.get("notice", "")))
+
+
+async def _home(
+    conn: Connection, user: WebUser, *, status: int = 200, notice: str | None = None, error: str | None = None
+) -> Response:
+    profile = await (await conn.execute(_PROFILE, {"id": user.user_id})).fetchone()
+    applications = await (await conn.execute(_APPLICATIONS, {"user_id": user.user_id, "limit": SHOWN})).fetchall()
+    history: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for step in await (await conn.execute(_HISTORY, {"ids": [a["id"] for a in applications]})).fetchall():
+        history[step["application_id"]].append(step)
+    for application in applications:
+        application["history"] = history[application["id"]]
+    return render(
+        "home.html",
+        status,
+        user=user,
+        profile=profile,
+        applications=applications,
+        statuses=STATUSES,
+        final=FINAL,
+        notice=notice,
+        error=error,
+    )
+
+
+async def withdraw_application(request: Request) -> Response:
+    """`POST /me/applications/{id}/withdraw` with `csrf_token`."""
+    state = web(request)
+    try:
+        form = await read_form(request)
+    except (FormError, RpcError):
+        return state.pages.error(400, "Bad request", "The form could not be read.")
+    async with state.pool.connection() as conn:
+        user = await state.sessions.current(conn, request)
+        if user is None:
+            return redirect(signin_url("/me"))
+        sent = form.get("csrf_token", [])
+        if len(sent) != 1 or not state.sessions.csrf_valid("session", user.session, sent[0]):
+            return state.pages.forbidden()
+        try:
+            await state.throttle.hit("panel_writes", user.user_id)
+            async with conn.transaction():
+                ctx = await context_for(request, conn, services(request), user, "applications.withdraw")
+                await withdraw(ctx, ApplicationRef(id=request.path_params["id"]))
+        except RateLimited as exc:
+            return state.pages.rate_limited(exc)
+        except RpcError as exc:  # not yours (404), or already final (409)
+            return await _home(conn, user, status=exc.status, error=exc.message)
+    return redirect("/me?notice=withdrawn")
