@@ -39,7 +39,7 @@ def answer(view: View, search: Search) -> SearchPage:
         following = search.following(tier, _published(last.rank), last.id_in("id"))
     facets: Facets | msgspec.UnsetType = msgspec.UNSET
     if search.facets:
-        facets = FacetCounts({name: view.terms(matches, name) for name in NAMES}, kept=True).shown()
+        facets = FacetCounts({name: view.terms(matches, name) for name in NAMES}).shown()
     return SearchPage(
         data=[_shown.decode(hit.stored("shown")) for _, hit in shown],  # type: ignore[arg-type]
         total=view.count(matches),
