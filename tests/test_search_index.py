@@ -18,12 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
+import tantivy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from procedures.common import like_pattern
+from procedures.search import from_index
+from procedures.search.corpus import JOBS, document
+from procedures.search.request import Search, SearchJobs
 from rpc.search.index import SearchIndex
+from rpc.search.view import View
 from tests.support import Admin, LiveServer, User, bearer, ok
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -350,3 +356,47 @@ def test_rebuild_search_is_taken_up_by_a_running_process(
         time.sleep(0.05)
     assert found(server, reader, "capybara") == [job]
     assert json.loads(admin_command(settings, "verify-search").stdout)["ok"]
+
+
+# -- Equal ranks --------------------------------------------------------------------------------------------
+
+
+def test_equal_ranks_are_ordered_by_id_across_the_disk_index_and_the_recent_one() -> None:
+    """Jobs published in the same microsecond whose ids share their first 12 bits have one rank; the id settles
+    them, also where a page ends inside such a group and where the group spans both parts of a view."""
+    moment = MOMENTS[0]
+    ids = sorted(f"abc{number:05x}-0000-4000-8000-{number:012x}" for number in range(12))
+    rows = [
+        {
+            "_id": job_id,
+            "title": "Lynx tamer",
+            "company": "Acme",
+            "location": "Oslo",
+            "description": None,
+            "employment_type": None,
+            "created_at": moment,
+            "published_at": moment,
+        }
+        for job_id in ids
+    ]
+    main, recent = JOBS.index(), JOBS.index()
+    for index, part in ((main, rows[::2]), (recent, rows[1::2])):
+        writer = index.writer(15_000_000, 1)
+        for row in part:
+            writer.add_document(document(row))
+        writer.commit()
+        index.reload()
+    view = View(2, main.schema, "id", main.searcher(), 1, recent.searcher(), tuple(row["_id"] for row in rows[1::2]))
+    newest_first = list(reversed(ids))
+    for offset, limit in ((0, 5), (3, 4), (10, 5)):
+        hits = view.top(tantivy.Query.all_query(), "published_rank", limit, offset)
+        assert [hit.id_in("id") for hit in hits] == newest_first[offset : offset + limit]
+    walked, cursor = [], None
+    while True:
+        params = {"q": "lynx", "per_page": 5, **({"cursor": cursor} if cursor else {})}
+        page = from_index.answer(view, Search.of(msgspec.convert(params, SearchJobs)))
+        walked += [job.id for job in page.data]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert walked == newest_first and page.total == len(ids)
