@@ -28,6 +28,7 @@ from rpc.auth.principal import Principal
 from rpc.core.context import Context
 from rpc.core.envelope import Page, PageParams, Params, Struct
 from rpc.core.errors import Forbidden, InvalidTransition, NotFound
+from rpc.core.memory import Slot
 from rpc.core.registry import procedure
 from rpc.core.types import Role
 from rpc.search.index import SearchIndex
@@ -121,7 +122,7 @@ class _KeptPage:
 
 
 # Pages of the public list, per version of the published set: the popular pages cost no statement of their own.
-_public_pages: PublishedCache[_KeptPage] = PublishedCache(size=1024)
+_PUBLIC_PAGES = Slot("jobs.public_pages", lambda: PublishedCache[_KeptPage](size=1024))
 _summary = msgspec.json.Decoder(JobSummary)
 _SELECT = f"SELECT {_FULL}, account_id::text AS account_id FROM jobs WHERE id = %(id)s"
 _INSERT = f"""
@@ -152,7 +153,7 @@ async def list_jobs(ctx: Context, params: ListJobs) -> Page[JobSummary]:
         filtered = await _from_index(ctx, params)
         if filtered is not None:
             return filtered
-    kept = await _public_pages.answer(
+    kept = await ctx.kept(_PUBLIC_PAGES).answer(
         ctx, params, lambda: _public_page(ctx, params), lambda old: _public_followed(ctx, params, old)
     )
     return kept.page

@@ -22,6 +22,7 @@ from rpc.auth.teams import Teams
 from rpc.core.business import Business
 from rpc.core.crypto import Sealer
 from rpc.core.dispatch import Dispatcher
+from rpc.core.memory import Memory
 from rpc.core.registry import Registry
 from rpc.core.vocabulary import Vocabulary
 from rpc.db.pool import Pool, open_pool
@@ -60,6 +61,7 @@ class Services:
     people: People  # sign-up, verification, password reset and change (CONTRACT.md §19)
     teams: Teams
     indexes: Mapping[str, SearchIndex]  # this process's search indexes, by corpus name
+    memory: Memory  # what procedures keep between calls in this app (`ctx.kept`)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -86,6 +88,7 @@ class Services:
                 )
                 for corpus in business.corpora
             }
+            memory = Memory()
             services = cls(
                 settings=settings,
                 registry=registry,
@@ -106,6 +109,7 @@ class Services:
                     metrics,
                     business.probes,
                     indexes,
+                    memory,
                 ),
                 emitter=emitter,
                 webhooks=Webhooks(settings, emitter),
@@ -115,6 +119,7 @@ class Services:
                 people=People(settings, passwords, mail),
                 teams=Teams(settings, passwords, mail),
                 indexes=indexes,
+                memory=memory,
             )
             if deliver:
                 sender = await stack.enter_async_context(Sender(guard(settings)))

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import procedures.jobs
 from procedures.published_cache import PublishedCache
 from procedures.window import SLACK, Ranked, Window
+from rpc.core.memory import Slot
 from tests.support import Admin, Call, User, ok
 
 WORDS = ("python", "rust", "data", "engineer", "developer")
@@ -38,7 +39,8 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     class Fresh:
         def __enter__(self) -> None:
-            monkeypatch.setattr(procedures.jobs, "_public_pages", PublishedCache(size=16))
+            # A slot of its own: every app makes its value anew at the first call that keeps a page.
+            monkeypatch.setattr(procedures.jobs, "_PUBLIC_PAGES", Slot("fresh", lambda: PublishedCache(size=16)))
 
         def __exit__(self, *exc: object) -> None:
             monkeypatch.undo()

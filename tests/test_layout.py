@@ -79,3 +79,29 @@ def test_no_module_imports_itself_round_a_circle() -> None:
 def test_the_package_holds_no_benchmark_code() -> None:
     assert [name for name in modules() if "bench" in name] == []
     assert (ROOT / "bench" / "harness.py").exists()
+
+
+def test_no_module_keeps_answers_in_a_global() -> None:
+    """Answers remembered between calls live in the app's memory (`ctx.kept`): a module global would be shared by
+    two apps in one process, each on its own database."""
+    import importlib
+
+    from procedures.published_cache import PublishedCache
+
+    kept = sorted(
+        f"{name}.{attribute}"
+        for name in modules()
+        for attribute, value in vars(importlib.import_module(name)).items()
+        if isinstance(value, PublishedCache)
+    )
+    assert kept == []
+
+
+def test_each_app_keeps_its_own_memory() -> None:
+    from rpc.core.memory import Memory, Slot
+
+    slot = Slot("answers", dict)
+    first, second = Memory(), Memory()
+    first.get(slot)["q"] = 1
+    assert first.get(slot) == {"q": 1}
+    assert second.get(slot) == {}

@@ -113,6 +113,7 @@ def visitor_context(
         http=services.http,
         connection=conn,
         transactions=no_other_transactions,
+        memory=services.memory,
         emits=frozenset(proc.emits),
         probes=probes or {},
         indexes=services.indexes,

@@ -12,6 +12,7 @@ import msgspec
 
 from rpc.audit import log as audit_log
 from rpc.auth.principal import Principal
+from rpc.core.memory import Memory, Slot, T
 from rpc.core.types import Connection
 from rpc.outbox.emit import Emitter, UnknownEventKind
 from rpc.settings import Settings
@@ -37,6 +38,7 @@ class Context:
     http: httpx.AsyncClient
     connection: Connection | None
     transactions: TransactionOpener
+    memory: Memory  # what procedures keep between calls in this app (`kept`)
     emits: frozenset[str] = frozenset()  # the event kinds the procedure declared
     probes: Mapping[str, str] = field(default_factory=dict)  # the probes it declared, name → scalar query
     probed: Mapping[str, Any] = field(default_factory=dict)  # their values, when the credential's statement read them
@@ -59,6 +61,11 @@ class Context:
         cursor = await self.conn.execute(f"SELECT ({self.probes[name]}) AS value")
         row = await cursor.fetchone()
         return row["value"] if row else None
+
+    def kept(self, slot: Slot[T]) -> T:
+        """This app's value of `slot` (made at its first use): state kept between calls, never shared with
+        another app in the process."""
+        return self.memory.get(slot)
 
     def transaction(self) -> AbstractAsyncContextManager[Connection]:
         """A connection of its own in a transaction of its own, the caller's credential confirmed inside it."""

@@ -30,6 +30,7 @@ from rpc.core import idempotency
 from rpc.core.context import Context
 from rpc.core.envelope import Params, encode_result
 from rpc.core.errors import Forbidden, InsufficientScope, MethodNotAllowed, RpcError, UnknownProcedure
+from rpc.core.memory import Memory
 from rpc.core.params import read_params
 from rpc.core.registry import Procedure, Registry
 from rpc.core.responses import error_response, json_response, render
@@ -60,9 +61,11 @@ class Dispatcher:
         metrics: Metrics,
         probes: Mapping[str, str],
         indexes: Mapping[str, Any],
+        memory: Memory,
     ) -> None:
         self._registry = registry
         self._indexes = indexes
+        self._memory = memory
         self._probes = {proc.name: {name: probes[name] for name in proc.probes} for proc in registry}
         self._metrics = metrics
         self._limiter = limiter
@@ -227,6 +230,7 @@ class Dispatcher:
             http=self._http,
             connection=connection,
             transactions=lambda: self._transaction(call.proc, call.credential),
+            memory=self._memory,
             emits=frozenset(call.proc.emits),
             probes=self._probes[call.proc.name],
             probed=call.probed,
