@@ -133,7 +133,7 @@ class SearchIndex:
             if row["_id"] is not None:
                 document = self.corpus.document(row) if row["_present"] else None
                 pending[row["_id"]] = Pending(position, document)
-        recent = recent_index(self.corpus, pending)
+        recent = await self._recent(pending)
         self._pending = pending
         self._view = replace(view, position=position, recent=recent, hidden=tuple(pending))
         return self._view
@@ -216,12 +216,8 @@ class SearchIndex:
             if current is not None and self._view is not None and current.position > position:
                 # Changes after the new generation's position are kept; the log brings the rest.
                 self._pending = {key: entry for key, entry in kept.items() if entry.position > position}
-                self._view = replace(
-                    self._view,
-                    position=current.position,
-                    recent=recent_index(self.corpus, self._pending),
-                    hidden=tuple(self._pending),
-                )
+                recent = await self._recent(self._pending)
+                self._view = replace(self._view, position=current.position, recent=recent, hidden=tuple(self._pending))
 
     async def _flush(self) -> None:
         """Commit what is pending into the index on disk; the view then reads it from there."""
@@ -239,9 +235,13 @@ class SearchIndex:
                 current,
                 main=index.searcher(),
                 main_position=view.position,
-                recent=recent_index(self.corpus, self._pending),
+                recent=await self._recent(self._pending),
                 hidden=tuple(self._pending),
             )
+
+    async def _recent(self, pending: Mapping[str, Pending]) -> tantivy.Searcher | None:
+        """`recent_index` in a thread: its commit costs milliseconds the event loop spends on other calls."""
+        return await asyncio.to_thread(recent_index, self.corpus, pending)
 
     def _commit(
         self, writer: tantivy.IndexWriter, index: tantivy.Index, batch: dict[str, Pending], position: int
