@@ -97,7 +97,8 @@ class Review(Params, frozen=True, kw_only=True):
     notes: Notes | None | msgspec.UnsetType = msgspec.UNSET
 
 
-on_conflict("applications_job_candidate_key", "You have already applied to this job.")
+APPLIED_ONCE = "applications_job_candidate_key"
+on_conflict(APPLIED_ONCE, "You have already applied to this job.")
 
 _COLUMNS = """a.id::text AS id, a.job_id::text AS job_id, a.candidate_id::text AS candidate_id, a.status,
     a.cover_letter, a.resume_url, a.rating, a.notes, a.created_at, a.updated_at"""

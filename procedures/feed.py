@@ -9,10 +9,6 @@ whatever order transactions commit in. docs/sync.md explains it.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 import uuid
 from dataclasses import dataclass
 from typing import Annotated, Any, Generic, TypeVar
@@ -20,13 +16,12 @@ from typing import Annotated, Any, Generic, TypeVar
 import msgspec
 
 from rpc.core.context import Context
+from rpc.core.cursor import CursorCodec
 from rpc.core.envelope import Params, Struct
 from rpc.core.errors import InvalidParams
 
 T = TypeVar("T")
 
-_TAG_BYTES = 16
-_KEY_PURPOSE = b"hire-api sync cursor v1"
 _START = (0, uuid.UUID(int=0))
 
 Cursor = Annotated[
@@ -96,25 +91,13 @@ async def read_feed(
 
 
 def _encode(secret_key: str, name: str, xid: int, after: uuid.UUID) -> str:
-    payload = xid.to_bytes(8, "big") + after.bytes
-    token = payload + _tag(secret_key, name, payload)
-    return base64.urlsafe_b64encode(token).rstrip(b"=").decode()
+    return CursorCodec(secret_key, name).encode(xid.to_bytes(8, "big") + after.bytes)
 
 
 def _decode(secret_key: str, name: str, cursor: str) -> tuple[int, uuid.UUID]:
     """The position a cursor of this feed names; `422` for anything this server did not hand out for it."""
-    try:
-        token = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-    except (binascii.Error, ValueError):
-        token = b""
-    payload, tag = token[:-_TAG_BYTES], token[-_TAG_BYTES:]
-    if len(payload) != 24 or not hmac.compare_digest(tag, _tag(secret_key, name, payload)):
+    payload = CursorCodec(secret_key, name).decode(cursor)
+    if payload is None or len(payload) != 24:
         message = f"Not a cursor of {name}: pass back the next_cursor it returned, or none to start over."
         raise InvalidParams([{"field": "cursor", "message": message}])
     return int.from_bytes(payload[:8], "big"), uuid.UUID(bytes=payload[8:])
-
-
-def _tag(secret_key: str, name: str, payload: bytes) -> bytes:
-    """An HMAC binding the position to its feed: a cursor can be neither forged nor taken to another feed."""
-    key = hmac.new(secret_key.encode(), _KEY_PURPOSE, hashlib.sha256).digest()
-    return hmac.new(key, name.encode() + b"\x00" + payload, hashlib.sha256).digest()[:_TAG_BYTES]

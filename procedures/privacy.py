@@ -94,4 +94,6 @@ async def list_audit(ctx: Context, params: ListAudit) -> entries.AuditPage:
         actor_id=params.actor_id,
         since=moment("since", params.since),
     )
-    return await entries.page(ctx.conn, filters, cursor=params.cursor, per_page=params.per_page)
+    return await entries.page(
+        ctx.conn, filters, cursor=params.cursor, per_page=params.per_page, secret_key=ctx.settings.secret_key
+    )

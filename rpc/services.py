@@ -12,6 +12,7 @@ import httpx
 from limits.aio.storage import Storage
 from starlette.requests import Request
 
+from rpc.auth import housekeeping
 from rpc.auth.authenticate import Authenticator
 from rpc.auth.external import ExternalProvider
 from rpc.auth.identity import IdentityProvider
@@ -19,6 +20,7 @@ from rpc.auth.keyring import KeyRing
 from rpc.auth.passwords import Passwords
 from rpc.auth.people import People
 from rpc.auth.teams import Teams
+from rpc.core import idempotency
 from rpc.core.business import Business
 from rpc.core.crypto import Sealer
 from rpc.core.dispatch import Dispatcher
@@ -32,10 +34,12 @@ from rpc.mail.outbox import Mail
 from rpc.ops.metrics import Metrics
 from rpc.outbox.emit import Emitter, build_emitter
 from rpc.outbox.endpoints import Webhooks
+from rpc.outbox.periodic import Periodic
 from rpc.outbox.sender import Sender
 from rpc.outbox.ssrf import guard
 from rpc.outbox.worker import Deliverer, run_worker, worker_app
 from rpc.payments.provider import Provider
+from rpc.privacy import retention
 from rpc.search.index import SearchIndex
 from rpc.settings import Settings
 
@@ -123,13 +127,24 @@ class Services:
             )
             if deliver:
                 sender = await stack.enter_async_context(Sender(guard(settings)))
-                app = worker_app(business.periodic)
+                app = worker_app(periodic_work(settings, business))
                 await app.open_async(pool)
                 deliverer = Deliverer(settings, pool, sender, metrics, concurrency=IN_PROCESS_CONCURRENCY)
                 worker = run_worker(app, deliverer, emitter, settings, signals=False)
                 # Cancelled at exit: no new job is taken; the attempts in flight are made and settled.
                 await stack.enter_async_context(in_background(worker))
             yield services
+
+
+def periodic_work(settings: Settings, business: Business) -> dict[str, Periodic]:
+    """Every periodic job the workers run, by name, listed here alone: the framework's clean-ups and retention,
+    and the business's work."""
+    return {
+        "forget_expired": housekeeping.PERIODIC,
+        "forget_idempotency_keys": idempotency.PERIODIC,
+        "retention": retention.periodic(settings),
+        **business.periodic,
+    }
 
 
 def _throttle(settings: Settings, counters: Storage) -> Throttle:
@@ -156,7 +171,7 @@ def _throttle(settings: Settings, counters: Storage) -> Throttle:
 async def deliver_only(settings: Settings, database_url: str, business: Business, concurrency: int) -> None:
     """`bin/worker`: delivery and the periodic work alone, until SIGTERM; running attempts are drained first."""
     async with open_pool(settings, database_url) as pool, Sender(guard(settings)) as sender:
-        app = worker_app(business.periodic)
+        app = worker_app(periodic_work(settings, business))
         await app.open_async(pool)
         emitter = build_emitter(settings, business.vocabulary.event_kinds)
         deliverer = Deliverer(settings, pool, sender, concurrency=concurrency)

@@ -6,9 +6,13 @@ import asyncio
 import secrets
 import uuid
 
+from procedures.vocabulary import VOCABULARY
 from rpc.auth import housekeeping
+from rpc.core.business import Business
 from rpc.ops import admin as ops
-from rpc.outbox.worker import FRAMEWORK_PERIODIC, worker_app
+from rpc.outbox.worker import worker_app
+from rpc.services import periodic_work
+from rpc.settings import Settings
 from tests.support import Admin, User
 
 EXPIRED, LIVE = "now() - interval '1 second'", "now() + interval '1 hour'"
@@ -66,9 +70,10 @@ def test_expired_sessions_and_refresh_tokens_go_and_live_ones_stay(admin: Admin,
         assert _present(admin, table, list(ids.values())) == {ids["live"]}, table
 
 
-def test_the_workers_run_it_every_hour() -> None:
-    assert FRAMEWORK_PERIODIC["forget_expired"] is housekeeping.PERIODIC
-    tasks = worker_app({}).periodic_registry.periodic_tasks
+def test_the_workers_run_it_every_hour(settings: Settings) -> None:
+    work = periodic_work(settings, Business(vocabulary=VOCABULARY))
+    assert work["forget_expired"] is housekeeping.PERIODIC
+    tasks = worker_app(work).periodic_registry.periodic_tasks
     [periodic] = [task for (name, _), task in tasks.items() if name == "hire.forget_expired"]
     assert periodic.cron == housekeeping.SCHEDULE == "17 * * * *"
 

@@ -105,3 +105,26 @@ def test_each_app_keeps_its_own_memory() -> None:
     first.get(slot)["q"] = 1
     assert first.get(slot) == {"q": 1}
     assert second.get(slot) == {}
+
+
+def test_the_credential_rule_is_written_once() -> None:
+    """Every lookup of a credential composes `rpc.auth.validity`: none writes the rule itself."""
+    lookups = ["rpc/auth/authenticate.py", "rpc/auth/identity.py", "rpc/auth/oauth.py", "rpc/web/sessions.py"]
+    written = [
+        (path, rule)
+        for path in lookups
+        for rule in ("deleted_at IS NULL", "retired_at IS NULL")
+        if rule in (ROOT / path).read_text()
+    ]
+    assert written == []
+
+
+def test_duplicate_keys_are_read_only_by_the_constraint_translation() -> None:
+    """A duplicate is told apart by the constraint it broke (`rpc.db.constraints`), never caught wholesale."""
+    caught = sorted(
+        name
+        for name, path in modules().items()
+        # The db room may: creating a database races on the system catalog, not on a constraint of ours.
+        if not name.startswith("rpc.db.") and "errors.UniqueViolation" in path.read_text()
+    )
+    assert caught == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import time
 import uuid
@@ -13,10 +14,11 @@ import httpx
 import pytest
 
 from rpc.audit import log as audit_log
+from rpc.core.cursor import CursorCodec
 from rpc.ops import admin as ops
 from rpc.privacy.retention import RetentionSettings, retain
 from tests.browser import Browser, location
-from tests.support import Admin, LiveServer, User, ok, refused
+from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, ok, refused
 from tests.test_oauth import App, oauth_error, refresh, register, tokens
 
 Call = Callable[..., httpx.Response]
@@ -323,6 +325,11 @@ def test_audit_list_filters_and_pages(call: Call, admin: Admin) -> None:
     )
     assert error["details"]["errors"][0]["field"] == "cursor"
     refused(call("audit.list", boss, cursor="garbage"), 422, "invalid_params")
+    # The position it names, unsigned (as the log's cursors once were): not a cursor this server handed out.
+    raw = CursorCodec(TEST_SECRET_KEY, "audit").decode(first["next_cursor"])
+    assert raw is not None
+    unsigned = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    refused(call("audit.list", boss, per_page=2, cursor=unsigned), 422, "invalid_params")
     refused(call("audit.list", boss, per_page=101), 422, "invalid_params")
     assert _audit(call, boss, actor_id=boss.user_id)["data"] == []  # every entry here is the operator's
     assert _audit(call, boss, since="2999-01-01T00:00:00Z")["data"] == []

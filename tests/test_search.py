@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import Admin, Call, User, bearer, ok, refused
+from rpc.core.cursor import CursorCodec
+from tests.support import TEST_SECRET_KEY, Admin, Call, User, bearer, ok, refused
 
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 SUMMARY_KEYS = {"id", "title", "company", "location", "status", "created_at"}
@@ -546,14 +547,29 @@ def test_a_malformed_cursor_is_refused(call: Call, searcher: User, bad: str) -> 
 def test_a_cursor_that_names_no_row_is_refused(call: Call, searcher: User, corpus: dict[str, str]) -> None:
     """A well-formed cursor of the right query whose position is not one a page could end on."""
     first = search(call, searcher, per_page=1)
-    raw = base64.urlsafe_b64decode(first["next_cursor"] + "==")
+    codec = CursorCodec(TEST_SECRET_KEY, "jobs.search")  # signed as the server signs: only the position is wrong
+    raw = codec.decode(first["next_cursor"])
+    assert raw is not None
     fingerprint, page, published_at, _, score = json.loads(raw)
     bad_id = [fingerprint, page, published_at, "not-a-uuid", score]
     bad_page = [fingerprint, 0, published_at, str(uuid.uuid4()), score]
     for forged in (bad_id, bad_page):
-        cursor = base64.urlsafe_b64encode(json.dumps(forged).encode()).decode().rstrip("=")
+        cursor = codec.encode(json.dumps(forged).encode())
         body = refused(call("jobs.search", searcher, per_page=1, cursor=cursor), 422, "invalid_params")
         assert body["details"]["errors"][0]["field"] == "cursor"
+
+
+def test_a_cursor_not_signed_by_the_server_is_refused(call: Call, searcher: User, corpus: dict[str, str]) -> None:
+    """A position the server would hand out, but unsigned (as cursors were once): a forged cursor skips nothing."""
+    first = search(call, searcher, per_page=1)
+    raw = CursorCodec(TEST_SECRET_KEY, "jobs.search").decode(first["next_cursor"])
+    assert raw is not None
+    unsigned = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    body = refused(call("jobs.search", searcher, per_page=1, cursor=unsigned), 422, "invalid_params")
+    assert body["details"]["errors"][0] == {
+        "field": "cursor",
+        "message": "The cursor is malformed; pass next_cursor exactly as it was returned.",
+    }
 
 
 QUERIES = ["", "python", "engineer", "developer or engineer", "data -kafka", "pyth", "zqties"]

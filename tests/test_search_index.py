@@ -30,7 +30,7 @@ from procedures.search.corpus import JOBS, document
 from procedures.search.request import Search, SearchJobs
 from rpc.search.index import SearchIndex
 from rpc.search.view import View
-from tests.support import Admin, LiveServer, User, bearer, ok
+from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, bearer, ok
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -394,7 +394,7 @@ def test_equal_ranks_are_ordered_by_id_across_the_disk_index_and_the_recent_one(
     walked, cursor = [], None
     while True:
         params = {"q": "lynx", "per_page": 5, **({"cursor": cursor} if cursor else {})}
-        page = from_index.answer(view, Search.of(msgspec.convert(params, SearchJobs)))
+        page = from_index.answer(view, Search.of(msgspec.convert(params, SearchJobs), TEST_SECRET_KEY))
         walked += [job.id for job in page.data]
         cursor = page.next_cursor
         if cursor is None:

@@ -9,16 +9,16 @@ the form into `CreateApplication`, whose own checks refuse what does not fit."""
 from __future__ import annotations
 
 import msgspec
-import psycopg
 from starlette.requests import Request
 from starlette.responses import Response
 
-from procedures.applications import CreateApplication, create_application
+from procedures.applications import APPLIED_ONCE, CreateApplication, create_application
 from procedures.public_pages.jobposting import LABELS, PublicJob
 from procedures.public_pages.site import context_for, find_job, job_gone, message, render
 from rpc.core.errors import Conflict, NotFound, PayloadTooLarge, RateLimited
 from rpc.core.params import read_body
 from rpc.core.types import Connection
+from rpc.db.constraints import on_duplicate
 from rpc.services import services
 from rpc.web.forms import FORM, FormError, media_type, parse_form
 from rpc.web.pages import redirect
@@ -100,14 +100,19 @@ async def apply(request: Request) -> Response:
             return await _form(conn, job, user, status=422, error=error, letter=letter)
         try:
             await state.throttle.hit("panel_writes", user.user_id)
-            await _create(request, conn, user, job, params)
+            with on_duplicate(APPLIED_ONCE, _AlreadyApplied()):
+                await _create(request, conn, user, job, params)
         except RateLimited as exc:
             return state.pages.rate_limited(exc)
-        except psycopg.errors.UniqueViolation:
+        except _AlreadyApplied:
             return await _form(conn, job, user, status=409, error=ALREADY)
         except (Conflict, NotFound):  # closed (or gone) between reading the job and applying
             return job_gone(await find_job(conn, job.id)) or message(409, "Not applied", "Try again.", user=user)
     return redirect("/me?notice=applied")
+
+
+class _AlreadyApplied(Exception):
+    """The candidate applied to the job before (from another tab, or through the API)."""
 
 
 async def _create(request: Request, conn: Connection, user: WebUser, job: PublicJob, params: CreateApplication) -> None:

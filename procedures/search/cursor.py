@@ -1,15 +1,12 @@
 """The opaque cursor of `jobs.search`: where the previous page stopped, which page it was, and the query it
 belongs to (CONTRACT.md §15).
 
-A cursor is not signed: it only names a position in the results of a query, so a forged one can do no more
-than skip ahead, which any client may do by paging. It is checked for shape and for its query, so that a
-cursor used with another query is a clear `422`, never a silently wrong page.
+A cursor is signed (`rpc.core.cursor`), and checked for shape and for its query, so that a cursor used with
+another query is a clear `422`, never a silently wrong page.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
 import hashlib
 import uuid
@@ -17,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from rpc.core.cursor import CursorCodec
 from rpc.core.errors import InvalidParams
 
 
@@ -40,16 +38,20 @@ def fingerprint(query: dict[str, Any]) -> str:
     return hashlib.sha256(canonical).hexdigest()[:22]
 
 
-def encode(position: Position) -> str:
-    return base64.urlsafe_b64encode(msgspec.json.encode(position)).rstrip(b"=").decode()
+def codec(secret_key: str) -> CursorCodec:
+    return CursorCodec(secret_key, "jobs.search")
 
 
-def decode(cursor: str, query: str) -> Position:
+def encode(codec: CursorCodec, position: Position) -> str:
+    return codec.encode(msgspec.json.encode(position))
+
+
+def decode(codec: CursorCodec, cursor: str, query: str) -> Position:
     """The position a cursor names; `422` (field `cursor`) if it is malformed or belongs to another query."""
+    raw = codec.decode(cursor)
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        position = _decoder.decode(raw)
-    except (binascii.Error, ValueError, msgspec.DecodeError) as exc:
+        position = _decoder.decode(raw if raw is not None else b"")
+    except (ValueError, msgspec.DecodeError) as exc:
         raise _refused("The cursor is malformed; pass next_cursor exactly as it was returned.") from exc
     if position.page < 1 or position.published_at.tzinfo is None or not _is_uuid(position.id):
         raise _refused("The cursor is malformed; pass next_cursor exactly as it was returned.")

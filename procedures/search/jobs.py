@@ -23,7 +23,7 @@ async def search_jobs(ctx: Context, params: SearchJobs) -> SearchPage:
     case and accents, English plurals meeting singulars, the last word also a prefix; title matches first,
     then the newest, or newest first. `total` and `facets` are exact; follow `next_cursor` for the next page.
     """
-    search = Search.of(params)
+    search = Search.of(params, ctx.settings.secret_key)
     position = await ctx.probe(PROBE)
     index: SearchIndex | None = ctx.indexes.get(INDEX)
     view = await index.view(ctx.conn, position) if index is not None and position is not None else None

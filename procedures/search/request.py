@@ -14,6 +14,7 @@ from procedures.jobs import EmploymentType, JobSummary
 from procedures.search import cursor
 from procedures.search.facets import Facets
 from procedures.search.syntax import Typed, parse
+from rpc.core.cursor import CursorCodec
 from rpc.core.envelope import Params, Struct
 
 Sort = Literal["relevance", "newest"]
@@ -68,9 +69,10 @@ class Search:
     fingerprint: str
     after: cursor.Position | None
     per_page: int
+    codec: CursorCodec  # this server's cursors of `jobs.search`
 
     @classmethod
-    def of(cls, params: SearchJobs) -> Search:
+    def of(cls, params: SearchJobs, secret_key: str) -> Search:
         words = params.q is not None and any(char.isalnum() for char in params.q)
         types = [params.employment_type] if isinstance(params.employment_type, str) else params.employment_type
         bound: dict[str, Any] = {
@@ -83,6 +85,7 @@ class Search:
             "facets": params.facets,
         }
         fingerprint = cursor.fingerprint(bound)
+        codec = cursor.codec(secret_key)
         return cls(
             q=params.q if words else None,
             typed=parse(params.q) if words and params.q is not None else None,
@@ -93,8 +96,9 @@ class Search:
             ranked=words and (params.sort or "relevance") == "relevance",
             facets=bool(params.facets),
             fingerprint=fingerprint,
-            after=cursor.decode(params.cursor, fingerprint) if params.cursor is not None else None,
+            after=cursor.decode(codec, params.cursor, fingerprint) if params.cursor is not None else None,
             per_page=params.per_page,
+            codec=codec,
         )
 
     @property
@@ -110,4 +114,4 @@ class Search:
     def following(self, tier: int, published_at: dt.datetime, job_id: str) -> str:
         """The cursor of the page after one whose last row is this."""
         score = float(tier) if self.ranked else None
-        return cursor.encode(cursor.Position(self.fingerprint, self.page + 1, published_at, job_id, score))
+        return cursor.encode(self.codec, cursor.Position(self.fingerprint, self.page + 1, published_at, job_id, score))

@@ -7,13 +7,13 @@ came from (its filters and whose log it walks), so that it cannot be replayed ag
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import hashlib
 from dataclasses import dataclass
 
 import msgspec
 
+from rpc.core.cursor import CursorCodec
 from rpc.core.envelope import Struct
 from rpc.core.errors import InvalidParams
 from rpc.core.types import Connection, Role
@@ -69,35 +69,37 @@ ORDER BY audit_entries.id DESC LIMIT %(limit)s
 """
 
 
-async def page(conn: Connection, filters: Filters, *, cursor: str | None, per_page: int) -> AuditPage:
+async def page(conn: Connection, filters: Filters, *, cursor: str | None, per_page: int, secret_key: str) -> AuditPage:
     """`per_page` entries matching `filters`, newest first, after `cursor` (None: from the newest); a cursor
     malformed or of another query is `InvalidParams` on field `cursor`."""
     key = filters.key()
+    codec = CursorCodec(secret_key, "audit")
     values = {
         "account_id": filters.account_id,
         "action": filters.action,
         "actor_id": filters.actor_id,
         "since": filters.since,
-        "after": _after(cursor, key),
+        "after": _after(codec, cursor, key),
         "limit": per_page + 1,
     }
     rows = await (await conn.execute(_PAGE, values)).fetchall()
     data = [AuditEntry(**row) for row in rows[:per_page]]
     more = len(rows) > per_page
-    return AuditPage(data=data, next_cursor=_cursor(int(data[-1].id), key) if more else None)
+    return AuditPage(data=data, next_cursor=_cursor(codec, int(data[-1].id), key) if more else None)
 
 
-def _cursor(last_id: int, key: str) -> str:
-    return base64.urlsafe_b64encode(msgspec.json.encode((last_id, key))).rstrip(b"=").decode()
+def _cursor(codec: CursorCodec, last_id: int, key: str) -> str:
+    return codec.encode(msgspec.json.encode((last_id, key)))
 
 
-def _after(cursor: str | None, key: str) -> int | None:
+def _after(codec: CursorCodec, cursor: str | None, key: str) -> int | None:
     """The id a cursor continues below."""
     if cursor is None:
         return None
+    payload = codec.decode(cursor)
     try:
-        decoded = msgspec.json.decode(base64.urlsafe_b64decode(cursor.encode() + b"=="), type=tuple[int, str])
-    except (ValueError, msgspec.DecodeError):
+        decoded = msgspec.json.decode(payload, type=tuple[int, str]) if payload is not None else None
+    except msgspec.DecodeError:
         decoded = None
     if decoded is None or decoded[1] != key or not 0 < decoded[0] < 2**63:
         raise InvalidParams([{"field": "cursor", "message": "Not a cursor of this query: start again without it."}])

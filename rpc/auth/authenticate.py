@@ -25,6 +25,7 @@ from rpc.auth.external import ExternalProvider
 from rpc.auth.keyring import KeyRing
 from rpc.auth.principal import CredentialKind, Principal
 from rpc.auth.remembered import Credential, RememberedCredentials, principal_of
+from rpc.auth.validity import still_valid
 from rpc.core.crypto import token_hash
 from rpc.core.errors import InvalidApiKey, InvalidToken, MissingCredentials, TokenExpired, Unauthenticated
 from rpc.core.types import ROLES, Connection
@@ -37,25 +38,23 @@ SESSION_EPOCH_CLAIM = "sep"
 _NO_PROBES: Mapping[str, str] = {}
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 
-_API_KEY = """
+_API_KEY = f"""
 SELECT k.id, k.scopes, k.last_used_at, u.id AS user_id, u.account_id, u.role, a.plan
 FROM api_keys AS k
 JOIN users AS u ON u.id = k.user_id
 JOIN accounts AS a ON a.id = u.account_id
-WHERE k.key_hash = %(credential_hash)s AND k.revoked_at IS NULL AND u.deleted_at IS NULL
+WHERE k.key_hash = %(credential_hash)s AND {still_valid(revocable="k")}
 """
 _TOUCH_API_KEY = """
 UPDATE api_keys SET last_used_at = now()
 WHERE id = %(credential_key)s AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
 """
-# A token of the built-in provider holds while its user exists (not erased), at the session epoch it was issued
-# in, and the key that signed it is not retired.
-_LIVE_KEY = "EXISTS (SELECT FROM signing_keys WHERE kid = %(credential_kid)s AND retired_at IS NULL)"
+# A token of the built-in provider holds while the credential rule does and its user is at the session epoch it
+# was issued in.
 _USER_BY_ID = f"""
 SELECT u.id AS user_id, u.account_id, u.role, a.plan
 FROM users AS u JOIN accounts AS a ON a.id = u.account_id
-WHERE u.id = %(credential_user)s AND u.deleted_at IS NULL AND u.session_epoch = %(credential_epoch)s
-    AND {_LIVE_KEY}
+WHERE u.id = %(credential_user)s AND u.session_epoch = %(credential_epoch)s AND {still_valid(signed=True)}
 """
 # The grant's primary key: one indexed lookup, folded into the user lookup. A revoked grant (or a deleted
 # client, whose grants go with it) finds no row.
@@ -65,12 +64,12 @@ FROM oauth_grants AS g
 JOIN users AS u ON u.id = g.user_id
 JOIN accounts AS a ON a.id = u.account_id
 WHERE g.id = %(credential_grant)s AND g.user_id = %(credential_user)s AND g.client_id = %(credential_client)s
-  AND g.revoked_at IS NULL AND u.deleted_at IS NULL AND {_LIVE_KEY}
+  AND {still_valid(revocable="g", signed=True)}
 """
-_USER_BY_IDENTITY = """
+_USER_BY_IDENTITY = f"""
 SELECT u.id AS user_id, u.account_id, u.role, a.plan
 FROM users AS u JOIN accounts AS a ON a.id = u.account_id
-WHERE u.issuer = %(credential_issuer)s AND u.subject = %(credential_subject)s
+WHERE u.issuer = %(credential_issuer)s AND u.subject = %(credential_subject)s AND {still_valid()}
 """
 _CREATE_EXTERNAL_USER = """
 WITH account AS (

@@ -17,6 +17,8 @@ from rpc.audit import log as audit_log
 from rpc.auth.authenticate import AUDIENCE, SESSION_EPOCH_CLAIM
 from rpc.auth.keyring import ACCESS_TOKEN_SECONDS, KeyRing
 from rpc.auth.passwords import Passwords
+from rpc.auth.rotation import Rotation, rotate
+from rpc.auth.validity import still_valid
 from rpc.core.crypto import random_token, token_hash
 from rpc.core.errors import EmailNotVerified, InvalidCredentials, InvalidToken
 from rpc.core.types import Connection
@@ -33,17 +35,18 @@ _INSERT_REFRESH = """
 INSERT INTO refresh_tokens (family_id, user_id, token_hash, expires_at)
 VALUES (%(family_id)s, %(user_id)s, %(hash)s, now() + %(lifetime)s)
 """
-_LOCK_REFRESH = """
+_ROTATION = Rotation(
+    lock=f"""
 SELECT r.id, r.family_id, r.user_id, r.expires_at < now() AS expired, r.used_at IS NOT NULL AS used,
        r.revoked_at IS NOT NULL AS revoked, u.session_epoch
 FROM refresh_tokens AS r JOIN users AS u ON u.id = r.user_id
-WHERE r.token_hash = %(hash)s AND u.deleted_at IS NULL
+WHERE r.token_hash = %(hash)s AND {still_valid()}
 FOR UPDATE OF r
-"""
-_MARK_USED = "UPDATE refresh_tokens SET used_at = now() WHERE id = %(id)s"
-_REVOKE_FAMILY = """
-UPDATE refresh_tokens SET revoked_at = now() WHERE family_id = %(family_id)s AND revoked_at IS NULL
-"""
+""",
+    mark_used="UPDATE refresh_tokens SET used_at = now() WHERE id = %(id)s",
+    revoke_family="UPDATE refresh_tokens SET revoked_at = now() WHERE family_id = %(family)s AND revoked_at IS NULL",
+    family="family_id",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,17 +124,15 @@ class IdentityProvider:
             return await self._issue(conn, person.user_id, person.session_epoch, uuid.uuid4())
 
     async def refresh(self, conn: Connection, refresh_token: str) -> TokenPair:
-        async with conn.transaction():
-            cursor = await conn.execute(_LOCK_REFRESH, {"hash": token_hash(refresh_token)})
-            row = await cursor.fetchone()
-            if row is None or row["revoked"] or row["expired"]:
-                raise InvalidToken("The refresh token is not valid.")
-            if not row["used"]:
-                await conn.execute(_MARK_USED, {"id": row["id"]})
-                return await self._issue(conn, str(row["user_id"]), row["session_epoch"], row["family_id"])
-            await conn.execute(_REVOKE_FAMILY, {"family_id": row["family_id"]})
-        # Outside the transaction, so that the family's revocation is committed before we refuse.
-        raise InvalidToken("The refresh token was already used; every token of its sign-in is revoked.")
+        return await rotate(
+            conn,
+            _ROTATION,
+            refresh_token,
+            belongs=lambda row: True,
+            invalid=InvalidToken("The refresh token is not valid."),
+            reused=InvalidToken("The refresh token was already used; every token of its sign-in is revoked."),
+            issue=lambda row: self._issue(conn, str(row["user_id"]), row["session_epoch"], row["family_id"]),
+        )
 
     async def _issue(self, conn: Connection, user_id: str, session_epoch: int, family_id: uuid.UUID) -> TokenPair:
         refresh_token = random_token()

@@ -34,6 +34,8 @@ import msgspec
 from rpc.auth import access_tokens
 from rpc.auth.keyring import ACCESS_TOKEN_SECONDS, KeyRing
 from rpc.auth.oauth_clients import Client, find_client
+from rpc.auth.rotation import Rotation, rotate
+from rpc.auth.validity import still_valid
 from rpc.core.crypto import random_token, same, token_hash
 from rpc.core.errors import InvalidToken, TokenExpired
 from rpc.core.types import Connection
@@ -67,16 +69,21 @@ _INSERT_REFRESH = """
 INSERT INTO oauth_refresh_tokens (grant_id, token_hash, expires_at)
 VALUES (%(grant_id)s, %(hash)s, now() + %(lifetime)s)
 """
-_LOCK_REFRESH = """
+# A grant is the refresh token's family: a token presented again revokes the whole authorization.
+_ROTATION = Rotation(
+    lock=f"""
 SELECT r.id, r.grant_id, r.expires_at < now() AS expired, r.used_at IS NOT NULL AS used,
        g.client_id, g.user_id, g.scopes, g.revoked_at IS NOT NULL AS revoked, u.role
 FROM oauth_refresh_tokens AS r
 JOIN oauth_grants AS g ON g.id = r.grant_id
 JOIN users AS u ON u.id = g.user_id
-WHERE r.token_hash = %(hash)s AND u.deleted_at IS NULL
+WHERE r.token_hash = %(hash)s AND {still_valid()}
 FOR UPDATE OF r, g
-"""
-_ROTATE = "UPDATE oauth_refresh_tokens SET used_at = now() WHERE id = %(id)s"
+""",
+    mark_used="UPDATE oauth_refresh_tokens SET used_at = now() WHERE id = %(id)s",
+    revoke_family="UPDATE oauth_grants SET revoked_at = now() WHERE id = %(family)s AND revoked_at IS NULL",
+    family="grant_id",
+)
 _FORGET_EXPIRED_REFRESH = "DELETE FROM oauth_refresh_tokens WHERE grant_id = %(grant_id)s AND expires_at < now()"
 _TOUCH_GRANT = "UPDATE oauth_grants SET last_used_at = now(), expires_at = now() + %(lifetime)s WHERE id = %(id)s"
 _REVOKE_GRANT = "UPDATE oauth_grants SET revoked_at = now() WHERE id = %(id)s AND revoked_at IS NULL"
@@ -356,22 +363,22 @@ class AuthorizationServer:
         """`grant_type=refresh_token`: rotation, reuse detection, narrowing (never widening) of scopes."""
         if not refresh_token:
             raise InvalidRequest("refresh_token is required.")
-        failure: OAuthError | None = None
-        async with conn.transaction():
-            cursor = await conn.execute(_LOCK_REFRESH, {"hash": token_hash(refresh_token)})
-            row = await cursor.fetchone()
-            if row is None or row["revoked"] or row["expired"] or row["client_id"] != client.id:
-                raise InvalidGrant("The refresh token is not valid.")
-            if row["used"]:
-                await conn.execute(_REVOKE_GRANT, {"id": row["grant_id"]})
-                failure = InvalidGrant("The refresh token was already used; its whole authorization is revoked.")
-            else:
-                scopes = self._refreshed_scopes(row, client, scope)
-                await conn.execute(_ROTATE, {"id": row["id"]})
-                await conn.execute(_FORGET_EXPIRED_REFRESH, {"grant_id": row["grant_id"]})
-                await conn.execute(_TOUCH_GRANT, {"id": row["grant_id"], "lifetime": REFRESH_TOKEN_LIFETIME})
-                return await self._tokens(conn, str(row["grant_id"]), str(row["user_id"]), client, scopes)
-        raise failure
+
+        async def issue(row: dict[str, Any]) -> TokenResponse:
+            scopes = self._refreshed_scopes(row, client, scope)
+            await conn.execute(_FORGET_EXPIRED_REFRESH, {"grant_id": row["grant_id"]})
+            await conn.execute(_TOUCH_GRANT, {"id": row["grant_id"], "lifetime": REFRESH_TOKEN_LIFETIME})
+            return await self._tokens(conn, str(row["grant_id"]), str(row["user_id"]), client, scopes)
+
+        return await rotate(
+            conn,
+            _ROTATION,
+            refresh_token,
+            belongs=lambda row: bool(row["client_id"] == client.id),
+            invalid=InvalidGrant("The refresh token is not valid."),
+            reused=InvalidGrant("The refresh token was already used; its whole authorization is revoked."),
+            issue=issue,
+        )
 
     def _refreshed_scopes(self, row: Mapping[str, Any], client: Client, scope: str | None) -> list[str]:
         granted = list(row["scopes"])

@@ -12,7 +12,6 @@ import unicodedata
 from typing import Literal
 
 import email_validator
-import psycopg
 
 from rpc.audit import log as audit_log
 from rpc.auth import links
@@ -20,6 +19,7 @@ from rpc.auth.passwords import Passwords
 from rpc.core.envelope import Params
 from rpc.core.errors import InvalidCredentials, InvalidParams
 from rpc.core.types import Connection
+from rpc.db.constraints import on_duplicate
 from rpc.db.pool import one_row
 from rpc.mail.outbox import Mail
 from rpc.settings import Settings
@@ -45,6 +45,8 @@ SELECT id::text AS id, email_verified_at IS NOT NULL AS verified
 FROM users WHERE email = %(email)s AND issuer IS NULL
 FOR UPDATE
 """
+# The one e-mail address per person of the built-in provider.
+EMAIL_TAKEN = "users_email_key"
 _NEW_USER = """
 WITH account AS (INSERT INTO accounts (name) VALUES (%(account_name)s) RETURNING id)
 INSERT INTO users (account_id, role, email, password_hash, display_name)
@@ -179,11 +181,9 @@ class People:
             "password_hash": password_hash,
             "display_name": (params.display_name or "").strip() or None,
         }
-        try:
+        with on_duplicate(EMAIL_TAKEN, None):
             async with conn.transaction():
                 await conn.execute(_NEW_USER, values)
-        except psycopg.errors.UniqueViolation:
-            pass
 
     async def resend_verification(self, conn: Connection, email: str) -> None:
         """A new verification link for a known, unverified address; nothing otherwise (and the same answer). It

@@ -21,12 +21,11 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-
 from rpc.audit import log as audit_log
 from rpc.auth import links
 from rpc.auth.passwords import Passwords
 from rpc.auth.people import (
+    EMAIL_TAKEN,
     MAX_NAME_LENGTH,
     email_problem,
     end_sessions,
@@ -38,6 +37,7 @@ from rpc.auth.people import (
 from rpc.core.crypto import random_token, token_hash
 from rpc.core.errors import Conflict, InvalidLink, NotFound
 from rpc.core.types import Connection
+from rpc.db.constraints import on_duplicate
 from rpc.db.pool import one_row
 from rpc.mail.outbox import Mail
 from rpc.settings import Settings
@@ -230,7 +230,7 @@ class Teams:
             }
         )
         password_hash = await self._passwords.hash(password)
-        try:
+        with on_duplicate(EMAIL_TAKEN, InviteeHasAccount()):
             async with conn.transaction():
                 row = await (await conn.execute(_ACCEPT, {"hash": token_hash(token)})).fetchone()
                 if row is None:  # accepted or revoked while the password was hashed
@@ -246,8 +246,6 @@ class Teams:
                     origin=origin,
                 )
                 return user_id
-        except psycopg.errors.UniqueViolation:
-            raise InviteeHasAccount() from None
 
     async def remove_member(
         self, conn: Connection, account_id: str, actor_id: str, member_id: str, origin: audit_log.Origin

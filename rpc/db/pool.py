@@ -17,6 +17,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from rpc.core.errors import Busy, Conflict, InvalidParams, RpcError, Unavailable
 from rpc.core.registry import Registry
 from rpc.core.types import Connection
+from rpc.db.constraints import violated
 from rpc.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -118,9 +119,8 @@ def translate(exc: psycopg.Error | PoolTimeout, registry: Registry | None) -> Rp
     if isinstance(exc, PoolTimeout | psycopg.OperationalError):
         log.warning("database unavailable: %s", type(exc).__name__)
         return Unavailable()
-    if isinstance(exc, pgerrors.UniqueViolation | pgerrors.ExclusionViolation):
-        # The constraint chooses the message; its name, a detail of our schema, is not shown.
-        constraint = exc.diag.constraint_name
+    constraint = violated(exc)
+    if constraint is not None:  # the constraint chooses the message; its name, a detail of our schema, is not shown
         return Conflict(registry.conflict_message(constraint) if registry else None)
     if isinstance(exc, psycopg.DataError):  # SQLSTATE class 22: a value the database cannot take
         return InvalidParams([{"field": "", "message": "A value is not acceptable (out of range or malformed)."}])

@@ -16,12 +16,13 @@ from rpc.auth.identity import IdentityProvider
 from rpc.auth.keyring import KeyRing
 from rpc.auth.oauth_clients import InvalidClientSpec, create_client
 from rpc.auth.passwords import Passwords
-from rpc.auth.people import email_problem, name_problem, normal_email
+from rpc.auth.people import EMAIL_TAKEN, email_problem, name_problem, normal_email
 from rpc.auth.teams import TEAM_ROLES, Teams
 from rpc.core.crypto import Sealer
 from rpc.core.errors import InvalidParams, RpcError
 from rpc.core.types import ROLES, Connection
 from rpc.core.vocabulary import Vocabulary
+from rpc.db.constraints import on_duplicate
 from rpc.db.pool import one_row
 from rpc.mail.outbox import Mail
 from rpc.ops import oauth_demo as demo
@@ -87,13 +88,11 @@ async def create_user(
         else:
             cursor = await conn.execute(_INSERT_ACCOUNT, {"name": (account_name or email)[:200]})
             account_id = str((await one_row(cursor))["id"])
-        try:
+        with on_duplicate(EMAIL_TAKEN, AdminError(f"a user with e-mail {email} already exists")):
             cursor = await conn.execute(
                 _INSERT_USER,
                 {"account_id": account_id, "role": role, "email": email, "password_hash": password_hash},
             )
-        except psycopg.errors.UniqueViolation as exc:
-            raise AdminError(f"a user with e-mail {email} already exists") from exc
         user_id = str((await one_row(cursor))["id"])
     return {"user_id": user_id, "account_id": account_id}
 

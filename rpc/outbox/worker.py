@@ -30,8 +30,6 @@ from procrastinate import JobContext
 from procrastinate.exceptions import ConnectorException
 from procrastinate.jobs import Notification
 
-from rpc.auth import housekeeping
-from rpc.core import idempotency
 from rpc.core.crypto import Sealer, SealError
 from rpc.db.pool import Pool
 from rpc.mail.postman import Postman, send_mail
@@ -51,12 +49,9 @@ log = logging.getLogger(__name__)
 USER_AGENT = "HireAPI-Webhooks/1.0"
 PERIODIC_CONCURRENCY = 4  # procrastinate's worker runs only the periodic work now
 
-# The framework's own periodic work, beside the business's.
-FRAMEWORK_PERIODIC = {"forget_expired": housekeeping.PERIODIC, "forget_idempotency_keys": idempotency.PERIODIC}
-
 
 def worker_app(periodic: Mapping[str, Periodic]) -> procrastinate.App:
-    """A procrastinate app with the retry of stalled jobs and the framework's and the business's `periodic` work;
+    """A procrastinate app with the retry of stalled jobs and the `periodic` work (`rpc.services.periodic_work`);
     open it on our pool (`await app.open_async(pool)`) to run a worker.
 
     Built per call (not a module-level app), so that several can live in one process, as in the tests.
@@ -64,7 +59,7 @@ def worker_app(periodic: Mapping[str, Periodic]) -> procrastinate.App:
     app = procrastinate.App(connector=procrastinate.PsycopgConnector())
     app.task(name=MAIL_TASK, queue=QUEUE, pass_context=True)(send_mail)
     _schedule(app, "retry_stalled_jobs", "* * * * * */5", retry_stalled_jobs)  # every 5 seconds
-    for name, job in {**FRAMEWORK_PERIODIC, **periodic}.items():
+    for name, job in periodic.items():
         _schedule(app, name, job.cron, _periodic(name, job))
     return app
 

@@ -52,7 +52,9 @@ async def audit_page(panel: Panel) -> Response:
     newest = "/panel/audit-log" + (f"?{urllib.parse.urlencode(kept)}" if kept else "")
     cursor = panel.request.query_params.get("cursor") or None
     try:
-        found = await entries.page(panel.conn, _filters(panel.account_id, shown), cursor=cursor, per_page=PER_PAGE)
+        filters = _filters(panel.account_id, shown)
+        secret_key = panel.services.settings.secret_key
+        found = await entries.page(panel.conn, filters, cursor=cursor, per_page=PER_PAGE, secret_key=secret_key)
     except BadFilter as exc:
         return _render(panel, shown, errors=exc.errors, status=400)
     except InvalidParams:

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from starlette.requests import Request
 from starlette.responses import Response
 
+from rpc.auth.validity import still_valid
 from rpc.core.crypto import random_token, token_hash
 from rpc.core.types import Connection, Role
 from rpc.settings import Settings
@@ -35,10 +36,10 @@ _INSERT = """
 INSERT INTO web_sessions (token_hash, user_id, expires_at) VALUES (%(hash)s, %(user_id)s, now() + %(lifetime)s)
 """
 _FORGET_EXPIRED = "DELETE FROM web_sessions WHERE user_id = %(user_id)s AND expires_at < now()"
-_CURRENT = """
+_CURRENT = f"""
 SELECT u.id AS user_id, u.email, u.role, u.account_id, u.display_name
 FROM web_sessions AS s JOIN users AS u ON u.id = s.user_id
-WHERE s.token_hash = %(hash)s AND s.expires_at > now() AND u.deleted_at IS NULL
+WHERE s.token_hash = %(hash)s AND s.expires_at > now() AND {still_valid()}
 """
 _DELETE = "DELETE FROM web_sessions WHERE token_hash = %(hash)s"
 
