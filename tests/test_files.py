@@ -424,3 +424,29 @@ def test_retention_lets_go_of_an_old_applications_files(
     assert admin.sql("SELECT id FROM files WHERE id = %(id)s", {"id": sent["id"]}) == []
     assert sent["id"] not in stored(store)
     assert ok(call("applications.get", employer, id=made["id"]))["resume"] is None
+
+
+def test_a_store_that_fails_leaves_no_file(settings: Any, admin: Admin, tmp_path: Any) -> None:
+    """The bytes are written before the row: when they cannot be written, no File is made."""
+    import msgspec
+
+    (tmp_path / "files").write_text("a file where the store's directory should be")
+    broken = msgspec.structs.replace(settings, data_dir=str(tmp_path))
+    person = admin.user("candidate")
+    with LiveServer(broken) as server, server.client() as http:
+        refused(upload(http, person, PDF), 500, "internal_error")
+    assert admin.sql("SELECT id FROM files WHERE owner_id = %(o)s", {"o": person.user_id}) == []
+
+
+def test_no_staged_upload_outlives_its_call(client: httpx.Client, candidate: User) -> None:
+    import tempfile
+    from pathlib import Path
+
+    def staged() -> set[Path]:
+        return set(Path(tempfile.gettempdir()).glob("hire-upload-*"))
+
+    before = staged()
+    ok(upload(client, candidate, PDF))
+    refused(upload(client, candidate, ZIP), 415, "unsupported_media_type")
+    refused(client.get("/v1/files.upload", headers=candidate.auth), 405, "method_not_allowed")
+    assert staged() <= before
