@@ -450,3 +450,19 @@ def test_no_staged_upload_outlives_its_call(client: httpx.Client, candidate: Use
     refused(upload(client, candidate, ZIP), 415, "unsupported_media_type")
     refused(client.get("/v1/files.upload", headers=candidate.auth), 405, "method_not_allowed")
     assert staged() <= before
+
+
+def test_openapi_describes_the_upload_as_multipart(client: httpx.Client) -> None:
+    document = client.get("/openapi.json").json()
+    paths = document["paths"]
+    upload_body = paths["/v1/files.upload"]["post"]["requestBody"]
+    assert set(upload_body["content"]) == {"multipart/form-data"}
+    assert upload_body["content"]["multipart/form-data"]["schema"]["required"] == ["file"]
+    assert paths["/v1/files.upload"]["post"]["security"] == [
+        {"bearer": ["write:applications"]},
+        {"oauth2": ["write:applications"]},
+        {"bearer": ["write:profile"]},
+        {"oauth2": ["write:profile"]},
+    ]
+    assert "download_url" in document["components"]["schemas"]["FileDownload"]["properties"]
+    assert "Upload" not in document["components"]["schemas"]  # the dispatcher's staging is no client's business

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from rpc.core import idempotency, multipart
-from rpc.core.envelope import PAGE_DEPTH, ErrorBody, Result, encoder
+from rpc.core.envelope import PAGE_DEPTH, Empty, ErrorBody, Result, encoder
 from rpc.core.registry import Procedure, Registry
 
 _ERRORS = {
@@ -73,7 +73,9 @@ def openapi_document(registry: Registry, public_url: str, version: str, scopes: 
     procedures = list(registry)
     types: list[Any] = [ErrorBody]
     for proc in procedures:
-        types += [proc.params_type, Result[proc.result_type]]  # type: ignore[name-defined]
+        # An upload's Struct is what the dispatcher makes of the multipart body, not what a client sends.
+        params_type = Empty if proc.upload else proc.params_type
+        types += [params_type, Result[proc.result_type]]  # type: ignore[name-defined]
     refs, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
     error_ref = refs[0]
     paths = {
