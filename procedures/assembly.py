@@ -16,6 +16,7 @@ from procedures.published_cache import PROBE, PROBE_SQL
 from procedures.search.corpus import JOBS
 from procedures.vocabulary import VOCABULARY
 from rpc.core.business import Business
+from rpc.files import sweep
 from rpc.privacy import retention
 from rpc.settings import Settings
 
@@ -34,7 +35,11 @@ def business(settings: Settings) -> Business:
     return Business(
         vocabulary=VOCABULARY,
         providers={"paytr": PayTR()},
-        periodic={"expire_subscriptions": EXPIRY, "retention": retention.periodic(settings)},
+        periodic={
+            "expire_subscriptions": EXPIRY,
+            "retention": retention.periodic(settings),
+            **sweep.periodic(settings),
+        },
         panel_routes=billing_panel.routes,
         public_routes=public_pages.routes(settings),
         probes={PROBE: PROBE_SQL},

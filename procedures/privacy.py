@@ -9,6 +9,7 @@ from typing import Annotated
 import msgspec
 
 from procedures.common import NO_NUL, Moment, moment
+from procedures.files import files_of
 from rpc.audit import entries
 from rpc.core.context import Context
 from rpc.core.envelope import Empty, FieldError, Params, Struct
@@ -31,6 +32,7 @@ async def export_profile(ctx: Context, params: Empty) -> Export:
             account_id=ctx.principal.account_id,
             actor=ctx.actor,
             origin=ctx.origin,
+            links=files_of(ctx).links,
         )
 
 

@@ -36,6 +36,7 @@ from rpc.panel import routes as panel
 from rpc.payments import receiver as payments
 from rpc.services import Services
 from rpc.settings import Settings
+from rpc.web import downloads
 from rpc.web import routes as web
 from rpc.web.state import Web
 
@@ -105,6 +106,7 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
             *business.public_routes,
             *panel.fallback,
             *payments.routes,
+            *downloads.routes,
             *health.routes,
             Route("/openapi.json", openapi_json, methods=["GET"]),
         ],

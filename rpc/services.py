@@ -25,6 +25,7 @@ from rpc.core.dispatch import Dispatcher
 from rpc.core.registry import Registry
 from rpc.core.vocabulary import Vocabulary
 from rpc.db.pool import Pool, open_pool
+from rpc.files.service import Files
 from rpc.limits.ratelimit import RateLimiter
 from rpc.limits.throttle import Throttle, open_storage
 from rpc.mail.outbox import Mail
@@ -60,6 +61,7 @@ class Services:
     people: People  # sign-up, verification, password reset and change (CONTRACT.md §19)
     teams: Teams
     indexes: Mapping[str, SearchIndex]  # this process's search indexes, by corpus name
+    files: Files  # the file store and the download links
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -80,6 +82,7 @@ class Services:
             counters = open_storage(settings.rate_limit_storage)
             passwords = Passwords(settings.password_hash_concurrency)
             mail = Mail(settings, emitter.queue)
+            files = Files.of(settings)
             indexes = {
                 corpus.name: await stack.enter_async_context(
                     SearchIndex.running(corpus, settings.search_path, pool, database_url, settings.search_flush_seconds)
@@ -106,6 +109,7 @@ class Services:
                     metrics,
                     business.probes,
                     indexes,
+                    files,
                 ),
                 emitter=emitter,
                 webhooks=Webhooks(settings, emitter),
@@ -115,6 +119,7 @@ class Services:
                 people=People(settings, passwords, mail),
                 teams=Teams(settings, passwords, mail),
                 indexes=indexes,
+                files=files,
             )
             if deliver:
                 sender = await stack.enter_async_context(Sender(guard(settings)))

@@ -24,6 +24,8 @@ APPLICATION_KEYS = {
     "resume_url",
     "rating",
     "notes",
+    "resume",
+    "attachments",
     "created_at",
     "updated_at",
 }

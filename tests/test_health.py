@@ -28,7 +28,7 @@ def test_openapi_lists_every_procedure_with_its_scope(client: httpx.Client) -> N
     for proc in load_registry():
         operation = document["paths"][f"/v1/{proc.name}"]
         assert set(operation) == ({"post"} if proc.write else {"get", "head", "post"})
-        assert operation["post"]["security"] == [{"bearer": [proc.scope]}, {"oauth2": [proc.scope]}]
+        assert operation["post"]["security"] == [{s: [scope]} for scope in proc.scopes for s in ("bearer", "oauth2")]
         assert operation["post"]["description"].startswith(proc.doc.splitlines()[0])
     flow = document["components"]["securitySchemes"]["oauth2"]["flows"]["authorizationCode"]
     assert flow["authorizationUrl"].endswith("/oauth/authorize") and flow["tokenUrl"].endswith("/oauth/token")

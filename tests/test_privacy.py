@@ -20,7 +20,7 @@ from tests.support import Admin, LiveServer, User, ok, refused
 from tests.test_oauth import App, oauth_error, refresh, register, tokens
 
 Call = Callable[..., httpx.Response]
-EXPORT_KEYS = {"profile", "applications", "api_keys", "oauth_grants", "sessions", "audit"}
+EXPORT_KEYS = {"profile", "applications", "files", "api_keys", "oauth_grants", "sessions", "audit"}
 ENTRY_KEYS = {"id", "at", "actor_id", "actor_kind", "action", "target_id", "client_address", "user_agent"}
 
 

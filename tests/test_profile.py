@@ -18,6 +18,7 @@ PROFILE_KEYS = {
     "headline",
     "location",
     "bio",
+    "resume",
     "created_at",
     "updated_at",
 }

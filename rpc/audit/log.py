@@ -45,6 +45,7 @@ ACTIONS = frozenset(
         "password.changed",
         "sessions.revoked",
         "profile.exported",
+        "file.downloaded",
         "user.deleted",
     }
 )

@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from rpc.core import idempotency
-from rpc.core.envelope import PAGE_DEPTH, ErrorBody, Result, encoder
+from rpc.core import idempotency, multipart
+from rpc.core.envelope import PAGE_DEPTH, Empty, ErrorBody, Result, encoder
 from rpc.core.registry import Procedure, Registry
 
 _ERRORS = {
@@ -26,8 +26,8 @@ _ERRORS = {
     "404": "Unknown procedure, or no such object.",
     "405": "The procedure does not take this method.",
     "409": "Invalid transition, conflict, or the Idempotency-Key is in use.",
-    "413": "The body is larger than 1 MiB.",
-    "415": "The body is not application/json.",
+    "413": "The body is larger than 1 MiB (an upload: than FILES_MAX_BYTES).",
+    "415": "The body is not application/json (an upload: not multipart/form-data, or a file of no accepted type).",
     "422": "Invalid parameters (or an Idempotency-Key reused for another call).",
     "429": "Over the account's request budget.",
     "503": "The database cannot be reached; retry.",
@@ -73,7 +73,9 @@ def openapi_document(registry: Registry, public_url: str, version: str, scopes: 
     procedures = list(registry)
     types: list[Any] = [ErrorBody]
     for proc in procedures:
-        types += [proc.params_type, Result[proc.result_type]]  # type: ignore[name-defined]
+        # An upload's Struct is what the dispatcher makes of the multipart body, not what a client sends.
+        params_type = Empty if proc.upload else proc.params_type
+        types += [params_type, Result[proc.result_type]]  # type: ignore[name-defined]
     refs, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
     error_ref = refs[0]
     paths = {
@@ -90,6 +92,19 @@ def openapi_document(registry: Registry, public_url: str, version: str, scopes: 
     return encoder.encode(document)
 
 
+_MULTIPART = {
+    "multipart/form-data": {
+        "schema": {
+            "type": "object",
+            "required": [multipart.FIELD],
+            "properties": {multipart.FIELD: {"type": "string", "format": "binary", "description": "The file."}},
+            "additionalProperties": False,
+        },
+        "encoding": {multipart.FIELD: {"contentType": "application/octet-stream"}},
+    }
+}
+
+
 def _operations(
     proc: Procedure, params_ref: Any, result_ref: Any, error_ref: Any, components: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -98,12 +113,15 @@ def _operations(
     common = {
         "summary": proc.doc.splitlines()[0],
         "description": proc.doc + _who(proc.roles),
-        "security": [{"bearer": [proc.scope]}, {"oauth2": [proc.scope]}],
+        # Requirements are alternatives (OpenAPI 3.1 §4.8.30): any one scope of the procedure's will do.
+        "security": [{scheme: [scope]} for scope in proc.scopes for scheme in ("bearer", "oauth2")],
         "responses": responses,
     }
     params = components[params_ref["$ref"].rsplit("/", 1)[-1]]
     # A read sent with no body means `{}`, which serves only when no parameter is required.
     body = {"required": proc.write or bool(params.get("required")), "content": _json(params_ref)}
+    if proc.upload:
+        body = {"required": True, "content": _MULTIPART}
     post = {**common, "operationId": proc.name, "requestBody": body}
     if proc.write:
         return {"post": {**post, "parameters": [_KEY]}}

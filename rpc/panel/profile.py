@@ -12,6 +12,7 @@ from starlette.responses import Response
 from rpc.auth.people import end_sessions, name_problem
 from rpc.core.envelope import encoder
 from rpc.core.errors import InvalidCredentials, InvalidParams
+from rpc.files.links import DownloadLinks
 from rpc.panel.handler import Panel, page
 from rpc.privacy.export import export
 from rpc.web.pages import redirect
@@ -69,7 +70,12 @@ async def download_data(panel: Panel) -> Response:
     image elsewhere cannot make the browser export (and audit) anything."""
     async with panel.conn.transaction():
         document = await export(
-            panel.conn, panel.user.user_id, account_id=panel.account_id, actor=panel.actor, origin=panel.origin
+            panel.conn,
+            panel.user.user_id,
+            account_id=panel.account_id,
+            actor=panel.actor,
+            origin=panel.origin,
+            links=DownloadLinks(panel.web.settings),
         )
     name = f"hire-export-{dt.datetime.now(dt.UTC).date().isoformat()}.json"
     headers = {"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "no-store"}
