@@ -107,7 +107,7 @@ def confidential_app(admin: Admin, developer: User) -> App:
 
 def signed_in(live: LiveServer, user: User) -> Browser:
     browser = Browser(live.url)
-    assert location(browser.sign_in(user)) == "/web/apps"
+    assert location(browser.sign_in(user)) == "/web"
     return browser
 
 
