@@ -10,11 +10,12 @@ keeps a history row (who, when, from, to) and emits its event in the same transa
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from procedures.common import NO_NUL, SPACE, Id, page_and_total, parse_id
+from procedures.common import EXAMPLE_ID, NO_NUL, SPACE, Id, page_and_total, parse_id
 from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
 from rpc.auth.principal import Principal
 from rpc.core.context import Context
@@ -76,25 +77,39 @@ class CreateApplication(Params, frozen=True, kw_only=True):
     cover_letter: CoverLetter | None = None
     resume_url: ResumeUrl | None = None
 
+    example: ClassVar[Mapping[str, Any]] = {
+        "job_id": EXAMPLE_ID,
+        "cover_letter": "I have run Python services in production for six years.",
+        "resume_url": "https://example.com/ada-lovelace-cv.pdf",
+    }
+
 
 class ListApplications(PageParams, frozen=True, kw_only=True):
     job_id: Id | None = None
     status: Status | None = None
 
+    example: ClassVar[Mapping[str, Any]] = {"status": "pending", "page": 1, "per_page": 20}
+
 
 class ApplicationRef(Params, frozen=True, kw_only=True):
     id: Id
+
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID}
 
 
 class UpdateStatus(Params, frozen=True, kw_only=True):
     id: Id
     status: Status
 
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID, "status": "reviewed"}
+
 
 class Review(Params, frozen=True, kw_only=True):
     id: Id
     rating: Rating | None | msgspec.UnsetType = msgspec.UNSET
     notes: Notes | None | msgspec.UnsetType = msgspec.UNSET
+
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID, "rating": 4, "notes": "Strong on SQL; ask about on-call."}
 
 
 on_conflict("applications_job_candidate_key", "You have already applied to this job.")

@@ -25,6 +25,8 @@ Id = Annotated[str | int | float | bool | None, msgspec.Meta(description="An opa
 ShortText = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=_NO_NUL_NOT_BLANK)]
 PlainText = Annotated[str, msgspec.Meta(max_length=200, pattern=NO_NUL)]
 LongText = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
+# The id in /openapi.json's examples: shaped like the ids the service hands out.
+EXAMPLE_ID = "0f8b9c52-3a6e-4d1e-9a57-1c2d3e4f5a6b"
 
 
 def parse_id(value: Id) -> uuid.UUID:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
@@ -21,6 +22,13 @@ class UpdateProfile(Params, frozen=True, kw_only=True):
     headline: PlainText | None | msgspec.UnsetType = msgspec.UNSET
     location: PlainText | None | msgspec.UnsetType = msgspec.UNSET
     bio: Bio | None | msgspec.UnsetType = msgspec.UNSET
+
+    example: ClassVar[Mapping[str, Any]] = {
+        "display_name": "Ada Lovelace",
+        "headline": "Backend engineer, Python and PostgreSQL",
+        "location": "Berlin",
+        "bio": "Ten years of building APIs that other people like to call.",
+    }
 
 
 _EDITABLE = ("display_name", "headline", "location", "bio")

@@ -9,8 +9,9 @@ published set (`procedures.published_cache`): a popular search costs no statemen
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -47,6 +48,15 @@ class SearchJobs(Params, frozen=True, kw_only=True):
     # None when left out, so that a cursor asked with `facets=false` and followed without it is refused, as
     # every parameter left out is (CONTRACT.md §15).
     facets: bool | None = None
+
+    example: ClassVar[Mapping[str, Any]] = {
+        "q": 'python -java "remote friendly"',
+        "location": "Berlin",
+        "employment_type": "full_time",
+        "sort": "relevance",
+        "per_page": 20,
+        "facets": True,
+    }
 
 
 class SearchPage(Struct, frozen=True, kw_only=True):
