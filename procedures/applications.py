@@ -167,7 +167,7 @@ _FEED = FeedQuery(
 )
 async def create_application(ctx: Context, params: CreateApplication) -> Application:
     """Apply to a published job (event `application.created`); once per job."""
-    job_id = parse_id(params.job_id)
+    job_id = parse_id(params.job_id, "job_id")
     cursor = await ctx.conn.execute(_JOB + " FOR SHARE", {"id": job_id})
     job = await cursor.fetchone()
     if job is None or (job["status"] == "draft" and job["account_id"] != ctx.principal.account_id):
@@ -388,7 +388,7 @@ def _employs(principal: Principal, job_account: str) -> bool:
 
 async def _listable_job(ctx: Context, job_id: Id) -> str:
     """A job whose applications the caller may list: `404` if unseen, `403` if an employer does not own it."""
-    cursor = await ctx.conn.execute(_JOB, {"id": parse_id(job_id)})
+    cursor = await ctx.conn.execute(_JOB, {"id": parse_id(job_id, "job_id")})
     job = await cursor.fetchone()
     principal = ctx.principal
     owns = principal.is_admin or (job is not None and job["account_id"] == principal.account_id)

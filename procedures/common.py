@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import uuid
 from collections.abc import Iterable
@@ -29,14 +30,17 @@ LongText = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
 EXAMPLE_ID = "0f8b9c52-3a6e-4d1e-9a57-1c2d3e4f5a6b"
 
 
-def parse_id(value: Id) -> uuid.UUID:
-    """The object id behind `value`; a malformed id names no object, so it is `404`, never `422`."""
-    if not isinstance(value, str):
-        raise NotFound()
-    try:
-        return uuid.UUID(value)
-    except ValueError as exc:
-        raise NotFound() from exc
+def parse_id(value: Id, field: str = "id") -> uuid.UUID:
+    """The object id behind `value`; a malformed id names no object, so it is `404`, never `422`, whose message
+    says what an id looks like (a caller who sent `123` learns that it is not one)."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return uuid.UUID(value)
+    shown = msgspec.json.encode(value).decode()[:60]
+    raise NotFound(
+        f"No such object: {field} must be an id as this service returns them, a UUID such as {EXAMPLE_ID}, "
+        f"and {shown} is not one."
+    )
 
 
 async def page_and_total(

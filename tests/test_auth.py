@@ -96,6 +96,15 @@ def test_malformed_credentials_are_invalid_token(client: httpx.Client, authoriza
     assert_refused(get_jobs(client, {"Authorization": authorization}))
 
 
+@pytest.mark.parametrize("credential", ["garbage", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"])
+def test_a_credential_of_no_known_shape_is_told_the_shapes(client: httpx.Client, credential: str) -> None:
+    """Another service's key or a bad paste: the answer names the API keys' prefixes and where to get one."""
+    response = get_jobs(client, {"Authorization": f"Bearer {credential}"})
+    assert_refused(response)
+    message = response.json()["error"]["message"]
+    assert "service_live_" in message and "service_test_" in message and "bin/admin create-api-key" in message
+
+
 @pytest.mark.parametrize("scheme", ["Basic", "Token", "JWT"])
 def test_a_valid_token_under_another_scheme_is_invalid_token(client: httpx.Client, employer: User, scheme: str) -> None:
     assert_refused(get_jobs(client, {"Authorization": f"{scheme} {employer.token}"}))

@@ -124,6 +124,22 @@ def test_insufficient_scope_names_required_and_granted(client: httpx.Client, key
     assert response.status_code == 403
     assert error_code(response) == "insufficient_scope"
     assert response.json()["error"]["details"] == {"required": "write:jobs", "granted": ["read:jobs"]}
+    message = response.json()["error"]["message"]
+    assert "needs the scope write:jobs; these credentials have read:jobs" in message
+    assert "Settings > API keys" in message and "bin/admin create-api-key --scopes write:jobs" in message
+
+
+@pytest.mark.parametrize("sent", ["123", 123])
+def test_a_malformed_id_is_404_saying_what_an_id_looks_like(client: httpx.Client, key: str, sent: object) -> None:
+    """A malformed id names no object (404, as the contract says), and the message says an id is a UUID."""
+    for response in (
+        client.get("/v1/jobs.get", params={"id": str(sent)}, headers=bearer(key)),
+        client.post("/v1/jobs.get", json={"id": sent}, headers=bearer(key)),
+    ):
+        assert response.status_code == 404 and error_code(response) == "not_found"
+        message = response.json()["error"]["message"]
+        assert message.startswith("No such object: id must be an id as this service returns them, a UUID such as")
+        assert "123 is not one" in message.replace('"', "")
 
 
 def test_401_comes_before_415_413_400(client: httpx.Client) -> None:

@@ -3,8 +3,10 @@ each place they used to get lost now says the way on."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from tests.browser import Browser, forms, text
@@ -33,3 +35,14 @@ def test_upgrade_without_a_provider_says_how_and_makes_nothing(browser: Browser,
         assert "No payment provider is configured" in shown and "nothing was created" in shown
         assert "PAYTR_MERCHANT_ID" in shown and "bin/admin set-plan --email" in shown
     assert count(admin, "subscriptions", employer) == 0 and count(admin, "payments", employer) == 0
+
+
+def test_signing_in_unconfirmed_says_where_to_get_a_new_link(client: httpx.Client) -> None:
+    email = f"unconfirmed-{uuid.uuid4().hex[:8]}@example.com"
+    signed_up = client.post(
+        "/auth/signup", json={"email": email, "password": "a long enough password", "role": "employer"}
+    )
+    assert signed_up.status_code == 202
+    answer = client.post("/auth/login", json={"email": email, "password": "a long enough password"})
+    assert answer.status_code == 403 and answer.json()["error"]["code"] == "email_not_verified"
+    assert "ask for a new one by signing in at /web/signin" in answer.json()["error"]["message"]

@@ -85,6 +85,14 @@ SELECT created.id AS user_id, created.account_id, created.role, account.plan
 FROM created JOIN account ON account.id = created.account_id
 """
 
+# What a bearer credential that is neither of the service's kinds gets told (an `sk_live_…` key of another
+# service, a truncated paste): the two shapes it accepts, and where each comes from.
+NOT_A_CREDENTIAL = (
+    "The bearer credential is neither an API key nor a token of this service. API keys start with service_live_ "
+    "or service_test_ (create one in the panel's Settings > API keys, or with bin/admin create-api-key); tokens "
+    "are JWTs, three base64url parts joined by dots (from /auth/login or /oauth/token)."
+)
+
 
 def _gone(kind: CredentialKind) -> Unauthenticated:
     """What a credential whose lookup no longer finds its row is told."""
@@ -191,7 +199,7 @@ class Authenticator:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
-            raise InvalidToken("The token is malformed.") from exc
+            raise InvalidToken(NOT_A_CREDENTIAL) from exc
         kid = header.get("kid")
         await self._keyring.learn(conn, kid)
         public_key = self._keyring.verification_key(kid)
