@@ -21,7 +21,7 @@ NO_NUL = r"^[^\x00]*$"
 SPACE = r"\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 _NO_NUL_NOT_BLANK = rf"^[^\x00]*[^\x00{SPACE}][^\x00]*$"
 
-# Any JSON scalar is taken: a malformed id names no object, so it is `404`, never `422` (CONTRACT.md §14).
+# Any JSON scalar is taken: a malformed id names no object, so it is `404`, never `422` (docs/decisions.md).
 Id = Annotated[str | int | float | bool | None, msgspec.Meta(description="An opaque object id (a string).")]
 ShortText = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=_NO_NUL_NOT_BLANK)]
 PlainText = Annotated[str, msgspec.Meta(max_length=200, pattern=NO_NUL)]

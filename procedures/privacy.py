@@ -1,4 +1,4 @@
-"""A person's own data (CONTRACT.md §20): everything held about them in one document, their erasure, and the
+"""A person's own data (docs/privacy.md): everything held about them in one document, their erasure, and the
 account's audit log. The export and the log's reading are the framework's (`rpc.privacy.export`,
 `rpc.audit.entries`), shared with the panel; these are their API faces."""
 

@@ -57,7 +57,7 @@ class Services:
     providers: Mapping[str, Provider]
     metrics: Metrics
     counters: Storage  # the rate limiter's counters (the panel's overview reads the account's windows)
-    people: People  # sign-up, verification, password reset and change (CONTRACT.md §19)
+    people: People  # sign-up, verification, password reset and change (docs/people.md)
     teams: Teams
 
     @classmethod

@@ -1,4 +1,4 @@
-"""Credentials at the `/v1` door (CONTRACT.md §3, §4, §12): session JWTs, API keys, scopes against roles,
+"""Credentials at the `/v1` door (docs/decisions.md, docs/security.md): session JWTs, API keys, scopes against roles,
 and what a production deployment adds (HTTPS only, no test keys)."""
 
 from __future__ import annotations
@@ -428,7 +428,7 @@ def test_a_remembered_token_still_needs_its_user(client: httpx.Client, admin: Ad
     assert error_code(response) == "invalid_token"
 
 
-# --- signing keys retired in the database (CONTRACT.md §23) ---------------------------------------------------
+# --- signing keys retired in the database (docs/security.md) ---------------------------------------------------
 
 
 def test_a_retired_signing_key_stops_verifying_without_a_restart(databases: Databases, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The calling conventions and error rows of CONTRACT.md §2–3, in the check order of §12."""
+"""The calling conventions and error rows of docs/decisions.md–3, in the check order of §12."""
 
 from __future__ import annotations
 
@@ -244,7 +244,7 @@ def test_paths_outside_the_api_answer_in_the_error_format(client: httpx.Client) 
     assert error_code(response) == "not_found"
 
 
-# --- a credential that changes while the body of a write is still arriving (CONTRACT.md §23) ----------------
+# --- a credential that changes while the body of a write is still arriving (docs/security.md) ----------------
 
 
 class HalfSentPost:
@@ -320,7 +320,7 @@ def test_a_deleted_user_whose_write_body_arrives_late_is_refused(
     assert (status, body["error"]["code"]) == (401, "invalid_api_key")
 
 
-# --- JSON nested too deeply to decode (CONTRACT.md §23) -------------------------------------------------------
+# --- JSON nested too deeply to decode (docs/security.md) -------------------------------------------------------
 
 DEEP_BODIES = [b"[" * 100_000, b'{"a":' * 100_000, b'{"title": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"]
 

@@ -1,4 +1,4 @@
-"""The OAuth 2.0 authorization server (CONTRACT.md §8, §12; RFC 6749, 7636, 7009, 8414, 9068, 9700), driven
+"""The OAuth 2.0 authorization server (docs/oauth.md, docs/decisions.md; RFC 6749, 7636, 7009, 8414, 9068, 9700), driven
 like a third-party application and a person with a browser would: authorize, sign in, consent, exchange,
 refresh, revoke — every redirect looked at, every form read from the page."""
 

@@ -1,4 +1,4 @@
-"""The panel's share of CONTRACT.md §20 through the live server: Settings > Audit log (the account's entries
+"""The panel's share of docs/privacy.md through the live server: Settings > Audit log (the account's entries
 newest first, filters, "Older" pages, the roles of `audit.list`, one account only) and the profile page's
 "Download my data" (`profile.export`'s document as a file, audited, behind CSRF)."""
 

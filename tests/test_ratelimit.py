@@ -1,4 +1,4 @@
-"""Per-account request budgets (CONTRACT.md §10, §12): which calls count, the headers, shared counters."""
+"""Per-account request budgets (docs/decisions.md): which calls count, the headers, shared counters."""
 
 from __future__ import annotations
 

@@ -235,3 +235,21 @@ def test_docs_try_it_out_sends_the_example_of_jobs_create(served: tuple[str, dic
     answer = httpx.post(f"{url}/v1/jobs.create", json=example, headers={"Authorization": f"Bearer {key}"})
     assert answer.status_code == 200, answer.text
     assert answer.json()["result"] | example == answer.json()["result"], "the job is the example"
+
+
+MARKDOWN_NAME = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
+
+
+def test_every_document_a_text_names_is_in_the_repository() -> None:
+    """README, docs, commands' help and code point only at documents a clone has (what the service promises is in
+    docs/, not in a file a user does not get)."""
+    texts = [ROOT / "README.md", *ROOT.glob("docs/*.md"), *(p for p in ROOT.glob("bin/*") if p.is_file())]
+    texts += [*ROOT.glob("rpc/**/*.py"), *ROOT.glob("rpc/**/*.html"), *ROOT.glob("procedures/**/*.*")]
+    missing = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in texts
+        if path.suffix in ("", ".md", ".py", ".html")
+        for name in MARKDOWN_NAME.findall(path.read_text())
+        if not (ROOT / name).exists() and not (path.parent / name).exists()
+    ]
+    assert missing == []

@@ -1,4 +1,5 @@
-"""The web sign-in (CONTRACT.md §8, §14): the form, server-side sessions and their cookie, CSRF on every form,
+"""The web sign-in (docs/oauth.md, docs/decisions.md): the form, server-side sessions and their cookie, CSRF on every
+form,
 sign-out, local-only `?next=`, brute-force throttling, and the authorized-apps page behind it."""
 
 from __future__ import annotations

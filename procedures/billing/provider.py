@@ -7,7 +7,7 @@ Checkout: `POST PAYTR_API_URL` (the get-token call) with the order and
                                      + merchant_salt))
 answered `{"status": "success", "token": T}`; the buyer pays at https://www.paytr.com/odeme/guvenli/T.
 
-Notification (`POST /api/webhooks/paytr`, CONTRACT.md §9):
+Notification (`POST /api/webhooks/paytr`, docs/billing.md):
     hash = Base64(HMAC-SHA256(merchant_key, merchant_oid + merchant_salt + status + total_amount))
 Only these four signed fields decide anything; `failed_reason_msg` and `failed_reason_code` are unsigned and
 kept as information. PayTR repeats a notification until it is answered with the plain text `OK`.

@@ -46,7 +46,7 @@ class SearchJobs(Params, frozen=True, kw_only=True):
     per_page: Annotated[int, msgspec.Meta(ge=1, le=100, description="Items per page, 1..100.")] = 20
     cursor: Annotated[str, msgspec.Meta(max_length=1000, description="The previous page's next_cursor.")] | None = None
     # None when left out, so that a cursor asked with `facets=false` and followed without it is refused, as
-    # every parameter left out is (CONTRACT.md §15).
+    # every parameter left out is (docs/search.md).
     facets: bool | None = None
 
     example: ClassVar[Mapping[str, Any]] = {
@@ -76,7 +76,7 @@ _SHOWN = (
     " published_at AS _published_at, employment_type"
 )
 _LOGGED_STATUS = "'published'"  # the log keeps only states that were published
-# Title matches first (CONTRACT.md §15): 1 when the title alone answers the query, plus ts_rank normalised
+# Title matches first (docs/search.md): 1 when the title alone answers the query, plus ts_rank normalised
 # into [0, 1) (flag 32), so no description can outrank a title. float8 so the cursor carries it exactly.
 _SCORE = (
     "((ts_filter(search_doc, '{a}') @@ job_search_query(%(q)s))::int"

@@ -6,7 +6,7 @@ a JWT's user by id (or by issuer and subject for an external provider) while the
 retired, an OAuth access token's user together with its grant, in the same query (one primary-key lookup of
 the grant). A credential seen before is remembered with its lookup (`rpc.auth.remembered`), which each later
 use runs again: one indexed statement, and no parsing or signature check. `confirm` runs it once more inside a
-write's transaction, after the body has arrived (CONTRACT.md §23). The remembered lookup can also carry a
+write's transaction, after the body has arrived (docs/security.md). The remembered lookup can also carry a
 procedure's probes (scalar queries such as a version of the data a cache depends on), so that a cached read
 is still one statement.
 """

@@ -1,4 +1,4 @@
-"""Idempotent writes (CONTRACT.md §17): a write sent again with the same `Idempotency-Key` answers what the first
+"""Idempotent writes (docs/security.md): a write sent again with the same `Idempotency-Key` answers what the first
 answered, and does nothing else.
 
 A key belongs to the account and is kept 24 hours, with the procedure and a fingerprint of the parameters (the

@@ -27,7 +27,7 @@ class Vocabulary:
     scopes: Mapping[str, str]
     plans: Mapping[str, Plan]
     event_kinds: tuple[str, ...]
-    # The scopes each role may grant an OAuth application (CONTRACT.md §12: also limited by the role).
+    # The scopes each role may grant an OAuth application (docs/decisions.md: also limited by the role).
     oauth_role_scopes: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @property

@@ -1,4 +1,4 @@
-"""Per-account request budgets: a minute window and a day window of the account's plan (CONTRACT.md §10).
+"""Per-account request budgets: a minute window and a day window of the account's plan (docs/decisions.md).
 
 Counters live in the `limits` library's storage (memory, or Redis to share them between processes).
 Windows are fixed and begin at the account's first counted call in them. A call refused by one window

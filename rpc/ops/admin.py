@@ -284,7 +284,7 @@ async def redeliver(
 
 
 async def delete_user(conn: Connection, emitter: Emitter, *, email: str) -> dict[str, Any]:
-    """Erase a person as `profile.delete` does (CONTRACT.md §20), for an operator handling a request."""
+    """Erase a person as `profile.delete` does (docs/privacy.md), for an operator handling a request."""
     async with conn.transaction():
         user = await _user(conn, email)
         try:

@@ -285,7 +285,7 @@ def admin(argv: list[str] | None = None) -> None:
     retire = commands.add_parser("retire-signing-key", help="retire an older signing key: its tokens stop at once")
     retire.add_argument("--kid", required=True)
     retire.add_argument("--force", action="store_true", help="even while tokens it signed may still be in use")
-    erase = commands.add_parser("delete-user", help="erase a person (CONTRACT.md §20, docs/privacy.md)")
+    erase = commands.add_parser("delete-user", help="erase a person (docs/privacy.md)")
     erase.add_argument("--email", required=True)
     commands.add_parser("verify-audit", help="check the audit log's hash chain from end to end")
     args = parser.parse_args(argv)

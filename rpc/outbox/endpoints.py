@@ -27,7 +27,7 @@ from rpc.settings import Settings
 
 ROTATION_OVERLAP = dt.timedelta(hours=24)
 MAX_URL_LENGTH = 2000
-MAX_ENDPOINTS = 20  # per account (CONTRACT.md §23): each event is sent to every endpoint that asked for it
+MAX_ENDPOINTS = 20  # per account (docs/security.md): each event is sent to every endpoint that asked for it
 
 _COLUMNS = """id::text AS id, url, event_kinds, enabled, overlap_until, created_at, updated_at"""
 _INSERT = f"""

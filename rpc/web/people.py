@@ -1,4 +1,4 @@
-"""The web pages of CONTRACT.md §19: sign-up, e-mail verification (and a new link), password reset, and
+"""The web pages of docs/people.md: sign-up, e-mail verification (and a new link), password reset, and
 accepting an invitation. Every form carries a CSRF token bound to the pre-session cookie of the sign-in form
 (purpose `people`); every page has `Referrer-Policy: no-referrer` and loads nothing from elsewhere, so the token
 in a link never leaves this site. A used, expired or unknown link answers a `400` page that offers a new one.
