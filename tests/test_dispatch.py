@@ -98,6 +98,33 @@ def test_a_whole_number_written_as_a_float_is_an_integer(client: httpx.Client, e
         assert client.post("/v1/jobs.list", json={"per_page": wrong}, headers=employer.auth).status_code == 422
 
 
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            {"page": 596809.0},
+            [{"field": "page", "message": "page × per_page may not exceed 10000; narrow the filters"}],
+        ),
+        ({"page": 596809.0, "per_page": 0.0}, [{"field": "per_page", "message": "Expected `int` >= 1."}]),
+        ({"page": 2.0, "per_page": 5.0, "status": "nope"}, None),
+    ],
+)
+def test_an_integral_float_is_judged_as_the_integer_it_is(
+    client: httpx.Client, employer: User, body: dict[str, Any], expected: list[dict[str, str]] | None
+) -> None:
+    """Where `596809.0` is refused, it is for what the integer breaks (a rule across fields, a bound), never as a
+    float: JSON Schema, and so every generated client, counts it as an integer. The same for every procedure,
+    here one with its own parameters beside the paging."""
+    procedure = "jobs.list" if expected else "applications.list"
+    response = client.post(f"/v1/{procedure}", json=body, headers=employer.auth)
+    assert response.status_code == 422 and error_code(response) == "invalid_params"
+    errors = response.json()["error"]["details"]["errors"]
+    if expected:
+        assert errors == expected
+    else:
+        assert [error["field"] for error in errors] == ["status"], "only the bad status, not the floats"
+
+
 def test_a_blank_body_is_not_an_empty_object(client: httpx.Client, employer: User) -> None:
     headers = {**employer.auth, "Content-Type": "application/json"}
     assert client.post("/v1/jobs.list", content=b"", headers=headers).status_code == 200
