@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from rpc.settings import Settings
 from tests.browser import Browser, forms, text
 from tests.support import Admin, LiveServer, User
 
@@ -46,3 +47,21 @@ def test_signing_in_unconfirmed_says_where_to_get_a_new_link(client: httpx.Clien
     answer = client.post("/auth/login", json={"email": email, "password": "a long enough password"})
     assert answer.status_code == 403 and answer.json()["error"]["code"] == "email_not_verified"
     assert "ask for a new one by signing in at /web/signin" in answer.json()["error"]["message"]
+
+
+def test_the_front_page_leads_to_sign_up_and_sign_in(client: httpx.Client) -> None:
+    page = client.get("/")
+    assert 'href="/web/signup"' in page.text and 'href="/web/signin"' in page.text
+
+
+def test_check_your_email_names_the_local_mail_folder(client: httpx.Client, settings: Settings) -> None:
+    """Without SMTP_URL, outside production, the mail is a file: the page says where (its link is in the log)."""
+    browser = Browser(str(client.base_url))
+    try:
+        page = browser.get("/web/signup")
+        fill = {"email": "eml@example.com", "password": "a long enough password", "role": "candidate"}
+        answer = browser.submit(page, "/web/signup", fill=fill)
+        assert answer.status_code == 200 and "Check your e-mail" in text(answer)
+        assert f"written as an .eml file in {settings.data_path / 'mail'}" in text(answer)
+    finally:
+        browser.close()
