@@ -48,4 +48,12 @@ EVENT_KINDS = (
     "user.deleted",
 )
 
-VOCABULARY = Vocabulary(scopes=SCOPES, plans=PLANS, event_kinds=EVENT_KINDS, oauth_role_scopes=OAUTH_ROLE_SCOPES)
+# A hiring pipeline's receiver: new and closed jobs, new applications and their moves.
+SUGGESTED_EVENT_KINDS = ("job.published", "job.closed", "application.created", "application.status_changed")
+VOCABULARY = Vocabulary(
+    scopes=SCOPES,
+    plans=PLANS,
+    event_kinds=EVENT_KINDS,
+    oauth_role_scopes=OAUTH_ROLE_SCOPES,
+    suggested_event_kinds=SUGGESTED_EVENT_KINDS,
+)

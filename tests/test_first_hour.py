@@ -3,12 +3,14 @@ each place they used to get lost now says the way on."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from procedures.vocabulary import SUGGESTED_EVENT_KINDS
 from rpc.settings import Settings
 from tests.browser import Browser, forms, text
 from tests.support import Admin, LiveServer, User
@@ -65,3 +67,14 @@ def test_check_your_email_names_the_local_mail_folder(client: httpx.Client, sett
         assert f"written as an .eml file in {settings.data_path / 'mail'}" in text(answer)
     finally:
         browser.close()
+
+
+def test_the_webhook_form_starts_ticked_and_an_empty_choice_gets_one_error(browser: Browser) -> None:
+    page = browser.get("/panel/webhooks")
+    ticked = re.findall(r'<input type="checkbox" name="event_kinds" value="([^"]+)" checked>', page.text)
+    assert ticked == list(SUGGESTED_EVENT_KINDS)
+    # (tests.browser's forms send no checkbox: every box unticked)
+    answer = browser.submit(page, "/panel/webhooks", fill={"url": "https://hooks.example.com/x"})
+    assert answer.status_code == 400
+    assert "Choose at least one event kind: the endpoint receives only those." in text(answer)
+    assert "choose among" not in text(answer), "not a list of every kind"
