@@ -12,9 +12,9 @@ from rpc.core.context import Context
 from rpc.core.envelope import Empty, Params
 from rpc.core.errors import NotFound
 from rpc.core.registry import procedure
-from rpc.privacy.profile import COLUMNS, Profile, read_profile
+from rpc.privacy.profile import COLUMNS, MAX_BIO_LENGTH, Profile, read_profile
 
-Bio = Annotated[str, msgspec.Meta(max_length=5_000, pattern=NO_NUL)]
+Bio = Annotated[str, msgspec.Meta(max_length=MAX_BIO_LENGTH, pattern=NO_NUL)]
 
 
 class UpdateProfile(Params, frozen=True, kw_only=True):

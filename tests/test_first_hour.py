@@ -78,3 +78,25 @@ def test_the_webhook_form_starts_ticked_and_an_empty_choice_gets_one_error(brows
     assert answer.status_code == 400
     assert "Choose at least one event kind: the endpoint receives only those." in text(answer)
     assert "choose among" not in text(answer), "not a list of every kind"
+
+
+def test_the_profile_page_shows_and_edits_location_and_bio(
+    live: LiveServer, candidate: User, client: httpx.Client
+) -> None:
+    browser = Browser(live.url)
+    try:
+        browser.sign_in(candidate)
+        page = browser.get("/panel/profile")
+        fill = {"display_name": "Ada", "headline": "", "location": "İzmir", "bio": "Backend engineer.\nLikes SQL."}
+        saved = browser.submit(page, "/panel/profile", fill=fill)
+        assert saved.status_code == 303
+        shown = browser.get("/panel/profile")
+        assert (
+            'name="location" value="İzmir"' in shown.text and ">Backend engineer.\nLikes SQL.</textarea>" in shown.text
+        )
+        me = client.get("/v1/profile.me", headers=candidate.auth).json()["result"]
+        assert (me["location"], me["bio"]) == ("İzmir", "Backend engineer.\nLikes SQL.")
+        refused = browser.submit(shown, "/panel/profile", fill={**fill, "bio": "x" * 5_001})
+        assert refused.status_code == 400 and "Use at most 5,000 characters" in text(refused)
+    finally:
+        browser.close()

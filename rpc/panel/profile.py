@@ -1,4 +1,4 @@
-"""Account > Profile: the person's display name and headline, their e-mail (read-only), a password change
+"""Account > Profile: the person's display name, headline, location and bio, their e-mail (read-only), a password change
 (the current password required), "sign out everywhere" and "download my data". The password change and
 "sign out everywhere" end every session, refresh token and web session of the person, this browser's too; API
 keys and authorized apps stay. The download is `profile.export`'s document, built and audited by the same code."""
@@ -14,12 +14,24 @@ from rpc.core.envelope import encoder
 from rpc.core.errors import InvalidCredentials, InvalidParams
 from rpc.panel.handler import Panel, page
 from rpc.privacy.export import export
+from rpc.privacy.profile import MAX_BIO_LENGTH
 from rpc.web.pages import redirect
 
-_PROFILE = "SELECT email, display_name, headline, issuer IS NULL AS built_in FROM users WHERE id = %(id)s"
-_UPDATE = """
-UPDATE users SET display_name = %(display_name)s, headline = %(headline)s, updated_at = now() WHERE id = %(id)s
+_PROFILE = """
+SELECT email, display_name, headline, location, bio, issuer IS NULL AS built_in FROM users WHERE id = %(id)s
 """
+_UPDATE = """
+UPDATE users SET display_name = %(display_name)s, headline = %(headline)s, location = %(location)s, bio = %(bio)s,
+                 updated_at = now()
+WHERE id = %(id)s
+"""
+# What the form edits, with the most characters each takes (as profile.update does).
+_FIELDS = {
+    "display_name": MAX_NAME_LENGTH,
+    "headline": MAX_NAME_LENGTH,
+    "location": MAX_NAME_LENGTH,
+    "bio": MAX_BIO_LENGTH,
+}
 
 
 @page
@@ -30,12 +42,12 @@ async def profile_page(panel: Panel) -> Response:
 
 @page
 async def save_profile(panel: Panel) -> Response:
-    """`POST /panel/profile` with `display_name` and `headline` (empty clears)."""
-    values = {name: panel.field(name).strip() for name in ("display_name", "headline")}
+    """`POST /panel/profile` with `display_name`, `headline`, `location` and `bio` (empty clears)."""
+    values = {name: panel.field(name).strip() for name in _FIELDS}
     errors = {
-        name: f"Use at most {MAX_NAME_LENGTH} characters, without control characters."
+        name: f"Use at most {_FIELDS[name]:,} characters, without control characters."
         for name, value in values.items()
-        if len(value) > MAX_NAME_LENGTH or "\x00" in value
+        if len(value) > _FIELDS[name] or "\x00" in value
     }
     if errors:
         return await _profile(panel, status=400, errors=errors, values=values)
@@ -90,7 +102,7 @@ async def _profile(
 ) -> Response:
     person = await (await panel.conn.execute(_PROFILE, {"id": panel.user.user_id})).fetchone()
     assert person is not None
-    shown = values or {"display_name": person["display_name"] or "", "headline": person["headline"] or ""}
+    shown = values or {name: person[name] or "" for name in _FIELDS}
     return panel.render(
         "panel/profile.html", status, section="profile", person=person, values=shown, errors=errors or {}
     )

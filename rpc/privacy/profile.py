@@ -10,6 +10,8 @@ from rpc.core.envelope import Struct
 from rpc.core.errors import NotFound
 from rpc.core.types import Connection, Role
 
+MAX_BIO_LENGTH = 5_000  # characters of `bio`, in profile.update and the panel's profile page
+
 
 class Profile(Struct, frozen=True, kw_only=True):
     """A user as they see themselves."""
