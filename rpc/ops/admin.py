@@ -16,6 +16,7 @@ from rpc.auth.identity import IdentityProvider
 from rpc.auth.keyring import KeyRing
 from rpc.auth.oauth_clients import InvalidClientSpec, create_client
 from rpc.auth.passwords import Passwords
+from rpc.auth.people import password_problem
 from rpc.auth.teams import TEAM_ROLES, Teams
 from rpc.core.crypto import Sealer
 from rpc.core.errors import InvalidParams, RpcError
@@ -70,9 +71,10 @@ async def create_user(
 ) -> dict[str, Any]:
     if role not in ROLES:
         raise AdminError(f"--role must be one of {', '.join(ROLES)}")
-    if not password:
-        raise AdminError("--password may not be empty")
     email = _email(email)
+    problem = password_problem(password, email)  # the web's rule: an operator's user is no weaker
+    if problem is not None:
+        raise AdminError(f"--password: {problem}")
     password_hash = await Passwords().hash(password)
     async with conn.transaction():
         if account_id is not None:
