@@ -246,7 +246,8 @@ def test_public_client_with_pkce(
     shown = text(page)
     assert "Test app" in shown
     assert "read:profile" in shown and "See your profile: name, e-mail, role and account." in shown
-    assert "read:jobs" in shown and "See job postings, including your account's drafts." in shown
+    assert "read:jobs" in shown and "See published job postings." in shown, "a candidate's read:jobs"
+    assert "drafts" not in shown, "a candidate has none: an employer's sentence would mislead"
     assert "which your role cannot grant" in shown, "write:jobs is not a candidate's to give"
     consent = form(page, "/oauth/authorize")
     assert consent.value("csrf_token")

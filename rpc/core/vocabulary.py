@@ -29,6 +29,9 @@ class Vocabulary:
     event_kinds: tuple[str, ...]
     # The scopes each role may grant an OAuth application (docs/decisions.md: also limited by the role).
     oauth_role_scopes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # Where a scope allows a role less than its sentence says (a candidate has no drafts), the sentence that role
+    # is shown instead: role → scope → sentence.
+    role_sentences: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # What the panel's "Add an endpoint" form starts with ticked: the kinds most receivers want.
     suggested_event_kinds: tuple[str, ...] = ()
 

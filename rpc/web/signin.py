@@ -128,7 +128,7 @@ async def apps_page(request: Request) -> Response:
         if user is None:
             return redirect(signin_url("/web/apps"))
         apps = await authorized_apps(conn, user.user_id)
-    return state.pages.render("apps.html", user=user, apps=apps, sentences=state.server.policy.sentences)
+    return state.pages.render("apps.html", user=user, apps=apps, sentences=state.server.policy.sentences_for(user.role))
 
 
 async def revoke_app(request: Request) -> Response:
