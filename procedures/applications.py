@@ -10,12 +10,12 @@ keeps a history row (who, when, from, to) and emits its event in the same transa
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from procedures.common import NO_NUL, SPACE, Id, page_and_total, parse_id
+from procedures.common import EXAMPLE_ID, NO_NUL, SPACE, Id, page_and_total, parse_id
 from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
 from procedures.files import owned
 from rpc.auth.principal import Principal
@@ -91,25 +91,39 @@ class CreateApplication(Params, frozen=True, kw_only=True):
         if len(set(sent)) != len(sent):
             raise FieldError("attachment_file_ids", "Send each file once: as the résumé or as one attachment.")
 
+    example: ClassVar[Mapping[str, Any]] = {
+        "job_id": EXAMPLE_ID,
+        "cover_letter": "I have run Python services in production for six years.",
+        "resume_url": "https://example.com/ada-lovelace-cv.pdf",
+    }
+
 
 class ListApplications(PageParams, frozen=True, kw_only=True):
     job_id: Id | None = None
     status: Status | None = None
 
+    example: ClassVar[Mapping[str, Any]] = {"status": "pending", "page": 1, "per_page": 20}
+
 
 class ApplicationRef(Params, frozen=True, kw_only=True):
     id: Id
+
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID}
 
 
 class UpdateStatus(Params, frozen=True, kw_only=True):
     id: Id
     status: Status
 
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID, "status": "reviewed"}
+
 
 class Review(Params, frozen=True, kw_only=True):
     id: Id
     rating: Rating | None | msgspec.UnsetType = msgspec.UNSET
     notes: Notes | None | msgspec.UnsetType = msgspec.UNSET
+
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID, "rating": 4, "notes": "Strong on SQL; ask about on-call."}
 
 
 on_conflict("applications_job_candidate_key", "You have already applied to this job.")
@@ -177,7 +191,7 @@ _FEED = FeedQuery(
 )
 async def create_application(ctx: Context, params: CreateApplication) -> Application:
     """Apply to a published job (event `application.created`); once per job."""
-    job_id = parse_id(params.job_id)
+    job_id = parse_id(params.job_id, "job_id")
     cursor = await ctx.conn.execute(_JOB + " FOR SHARE", {"id": job_id})
     job = await cursor.fetchone()
     if job is None or (job["status"] == "draft" and job["account_id"] != ctx.principal.account_id):
@@ -433,7 +447,7 @@ def _employs(principal: Principal, job_account: str) -> bool:
 
 async def _listable_job(ctx: Context, job_id: Id) -> str:
     """A job whose applications the caller may list: `404` if unseen, `403` if an employer does not own it."""
-    cursor = await ctx.conn.execute(_JOB, {"id": parse_id(job_id)})
+    cursor = await ctx.conn.execute(_JOB, {"id": parse_id(job_id, "job_id")})
     job = await cursor.fetchone()
     principal = ctx.principal
     owns = principal.is_admin or (job is not None and job["account_id"] == principal.account_id)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, ClassVar
 
-from procedures.common import Id, parse_id
+from procedures.common import EXAMPLE_ID, Id, parse_id
 from rpc.core.context import Context
 from rpc.core.envelope import Params
 from rpc.core.errors import InvalidParams, NotFound, UnsupportedMediaType
@@ -40,6 +42,8 @@ _OWNED = f"SELECT {COLUMNS} FROM files WHERE id = ANY(%(ids)s) AND owner_id = %(
 
 class FileRef(Params, frozen=True, kw_only=True):
     id: Id
+
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID}
 
 
 class FileDownload(File, frozen=True, kw_only=True):

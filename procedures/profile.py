@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
@@ -12,9 +13,9 @@ from rpc.core.context import Context
 from rpc.core.envelope import Empty, Params
 from rpc.core.errors import NotFound
 from rpc.core.registry import procedure
-from rpc.privacy.profile import COLUMNS, Profile, profile_of, read_profile
+from rpc.privacy.profile import COLUMNS, MAX_BIO_LENGTH, Profile, profile_of, read_profile
 
-Bio = Annotated[str, msgspec.Meta(max_length=5_000, pattern=NO_NUL)]
+Bio = Annotated[str, msgspec.Meta(max_length=MAX_BIO_LENGTH, pattern=NO_NUL)]
 
 
 class UpdateProfile(Params, frozen=True, kw_only=True):
@@ -23,6 +24,13 @@ class UpdateProfile(Params, frozen=True, kw_only=True):
     location: PlainText | None | msgspec.UnsetType = msgspec.UNSET
     bio: Bio | None | msgspec.UnsetType = msgspec.UNSET
     resume_file_id: Id | msgspec.UnsetType = msgspec.UNSET
+
+    example: ClassVar[Mapping[str, Any]] = {
+        "display_name": "Ada Lovelace",
+        "headline": "Backend engineer, Python and PostgreSQL",
+        "location": "Berlin",
+        "bio": "Ten years of building APIs that other people like to call.",
+    }
 
 
 _EDITABLE = ("display_name", "headline", "location", "bio")

@@ -59,7 +59,7 @@ def scope_policy(vocabulary: Vocabulary) -> ScopePolicy:
     """The scopes and their sentences, and each role's share of them, for the OAuth server."""
     every = frozenset(vocabulary.scopes)
     by_role = {role: scopes & every for role, scopes in vocabulary.oauth_role_scopes.items()}
-    return ScopePolicy(sentences=dict(vocabulary.scopes), by_role=by_role)
+    return ScopePolicy(sentences=dict(vocabulary.scopes), by_role=by_role, role_sentences=vocabulary.role_sentences)
 
 
 def version() -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -26,7 +27,7 @@ from rpc.core.registry import Registry
 from rpc.core.vocabulary import Vocabulary
 from rpc.db.pool import Pool, open_pool
 from rpc.files.service import Files
-from rpc.limits.ratelimit import RateLimiter
+from rpc.limits.ratelimit import RateLimiter, development_budgets
 from rpc.limits.throttle import Throttle, open_storage
 from rpc.mail.outbox import Mail
 from rpc.ops.metrics import Metrics
@@ -58,7 +59,7 @@ class Services:
     providers: Mapping[str, Provider]
     metrics: Metrics
     counters: Storage  # the rate limiter's counters (the panel's overview reads the account's windows)
-    people: People  # sign-up, verification, password reset and change (CONTRACT.md §19)
+    people: People  # sign-up, verification, password reset and change (docs/people.md)
     teams: Teams
     indexes: Mapping[str, SearchIndex]  # this process's search indexes, by corpus name
     files: Files  # the file store and the download links
@@ -76,6 +77,8 @@ class Services:
                 keyring = await KeyRing.load(conn, Sealer(settings.secret_key))
             await stack.enter_async_context(in_background(keyring.keep_fresh(pool)))
             vocabulary = business.vocabulary
+            if settings.service_env == "development":  # a local install: room to try things (rpc.limits.ratelimit)
+                vocabulary = dataclasses.replace(vocabulary, plans=development_budgets(vocabulary.plans))
             emitter = build_emitter(settings, vocabulary.event_kinds)
             external = ExternalProvider(settings, http) if settings.auth_issuer else None
             metrics = Metrics(settings.metrics_allow, pool)

@@ -18,7 +18,7 @@ import msgspec
 PROJECT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = PROJECT / ".data"
 
-# Seconds before each attempt to send an e-mail: retried for two days (CONTRACT.md §19: at least one).
+# Seconds before each attempt to send an e-mail: retried for two days (docs/people.md: at least one).
 MAIL_RETRY_WAITS = (0, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 43200, 86400)
 Environment = Literal["development", "test", "production"]
 S = TypeVar("S", bound=msgspec.Struct)
@@ -62,7 +62,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     mail_from: str | None = None
     ssl_cert_file: str | None = None
     mail_retry_waits: tuple[float, ...] = MAIL_RETRY_WAITS
-    # How long the links of CONTRACT.md §19 live, in seconds (tests shrink them instead of sleeping).
+    # How long the links of docs/people.md live, in seconds (tests shrink them instead of sleeping).
     verify_link_lifetime: float = 24 * 3600
     reset_link_lifetime: float = 3600
     invite_link_lifetime: float = 7 * 24 * 3600

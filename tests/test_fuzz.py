@@ -17,7 +17,7 @@ from rpc.core.envelope import Result
 from rpc.core.registry import Procedure
 from tests.support import Admin, User
 
-CONTRACT_CODES = {
+PROMISED_CODES = {
     "invalid_json", "missing_credentials", "invalid_token", "token_expired", "invalid_api_key",
     "insufficient_scope", "forbidden", "https_required", "unknown_procedure", "not_found",
     "method_not_allowed", "invalid_transition", "conflict", "payload_too_large", "unsupported_media_type",
@@ -83,7 +83,7 @@ def check(response: httpx.Response, proc: Procedure | None = None) -> None:
     else:
         assert set(body) == {"error"}, body
         assert set(body["error"]) == {"code", "message", "details"}
-        assert body["error"]["code"] in CONTRACT_CODES
+        assert body["error"]["code"] in PROMISED_CODES
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""People (CONTRACT.md §19): sign-up, e-mail verification, password reset and change, through a real SMTP
+"""People (docs/people.md): sign-up, e-mail verification, password reset and change, through a real SMTP
 server (aiosmtpd) and by following the links of the messages it received."""
 
 from __future__ import annotations

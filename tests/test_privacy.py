@@ -1,4 +1,4 @@
-"""profile.export, profile.delete, bin/admin delete-user, audit.list and retention (CONTRACT.md §20)."""
+"""profile.export, profile.delete, bin/admin delete-user, audit.list and retention (docs/privacy.md)."""
 
 from __future__ import annotations
 
@@ -477,7 +477,7 @@ def test_retention_settings_are_read_and_checked() -> None:
     settings = Settings.from_env(env)
     assert settings.section("RETENTION_", RetentionSettings) == RetentionSettings(7, 90)
     defaults = Settings.from_env({"SERVICE_SECRET_KEY": "x" * 44}).section("RETENTION_", RetentionSettings)
-    assert (defaults.webhook_days, defaults.application_days) == (30, 730)  # CONTRACT.md §20
+    assert (defaults.webhook_days, defaults.application_days) == (30, 730)  # docs/privacy.md
     with pytest.raises(SettingsError):
         Settings.from_env({**env, "RETENTION_WEBHOOK_DAYS": "0"}).section("RETENTION_", RetentionSettings)
 

@@ -1,5 +1,5 @@
 """The opaque cursor of `jobs.search`: where the previous page stopped, which page it was, and the query it
-belongs to (CONTRACT.md §15).
+belongs to (docs/search.md).
 
 A cursor is not signed: it only names a position in the results of a query, so a forged one can do no more
 than skip ahead, which any client may do by paging. It is checked for shape and for its query, so that a

@@ -1,4 +1,4 @@
-"""Sign-up, e-mail verification, password reset and change for the built-in identity provider (CONTRACT.md §19).
+"""Sign-up, e-mail verification, password reset and change for the built-in identity provider (docs/people.md).
 
 Nobody can learn from these whether an address has an account: sign-up and reset answer the same either way
 and do the same work (sign-up hashes the password whatever happens; the mail that tells the two cases apart

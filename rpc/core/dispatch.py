@@ -5,7 +5,7 @@ find (404) → method (405) → authenticate (401) → scope (403) → limit (42
 Authentication always asks the database (a remembered credential runs its one lookup again), before the body
 is read and without holding a connection while it arrives. A write then confirms the credential once more as
 the first statement of its own transaction, so that a key revoked, a user removed or a role changed while the
-body was arriving stops the write (CONTRACT.md §23).
+body was arriving stops the write (docs/security.md).
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ import hashlib
 import os
 import tempfile
 import unicodedata
-from typing import IO, Annotated
+from collections.abc import Mapping
+from typing import IO, Annotated, Any, ClassVar
 
 import msgspec
 from python_multipart.exceptions import MultipartParseError
@@ -36,6 +37,14 @@ class Upload(Params, frozen=True, kw_only=True):
     path: str
     size: int
     sha256: str
+
+    # What the dispatcher stages for a one-page résumé (the reference shows the multipart form, not this).
+    example: ClassVar[Mapping[str, Any]] = {
+        "filename": "resume.pdf",
+        "path": "upload-0001",
+        "size": 48213,
+        "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    }
 
     def discard(self) -> None:
         """Remove the staged bytes."""

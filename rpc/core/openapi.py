@@ -2,8 +2,12 @@
 as the server checks them, so that a generated client (and schemathesis) can trust the document.
 
 Beyond what msgspec derives from the Structs: required bodies and query parameters (one by one, as generated
-clients expect them); every status the dispatcher answers (400, 405, 413, 415, 503 included) with the headers
-each carries; the `Idempotency-Key` header of writes; HEAD wherever GET works. One rule is said in words only:
+clients expect them), each with its Params type's `example` (what Swagger UI's "Try it out" starts from); every
+status the dispatcher answers (400, 405, 413, 415, 503 included) with the headers each carries; the
+`Idempotency-Key` header of writes; a tag per resource (the name's first part). Each procedure is one operation:
+a write its POST, a read its GET, whose description says that POST with a JSON body (and HEAD) work too: listed
+three times, every read crowded the reference and gave generated clients three methods for one call. One rule
+is said in words only:
 `page × per_page ≤ 10,000`. JSON Schema cannot multiply two values; spelled out as a hundred `if`/`then`
 branches it would turn every generated client's paging model into a hundred variants.
 """
@@ -86,6 +90,7 @@ def openapi_document(registry: Registry, public_url: str, version: str, scopes: 
         "openapi": "3.1.0",
         "info": {"title": "Hire API", "version": version},
         "servers": [{"url": public_url}],
+        "tags": [{"name": tag} for tag in sorted({_tag(proc) for proc in procedures})],
         "paths": paths,
         "components": {"schemas": components, "securitySchemes": _security(public_url, scopes)},
     }
@@ -111,35 +116,43 @@ def _operations(
     responses = {"200": _response("Success.", result_ref, "200", replayed=proc.write)}
     responses |= {code: _response(text, error_ref, code, replayed=proc.write) for code, text in _ERRORS.items()}
     common = {
+        "operationId": proc.name,
         "summary": proc.doc.splitlines()[0],
-        "description": proc.doc + _who(proc.roles),
+        "tags": [_tag(proc)],
         # Requirements are alternatives (OpenAPI 3.1 §4.8.30): any one scope of the procedure's will do.
         "security": [{scheme: [scope]} for scope in proc.scopes for scheme in ("bearer", "oauth2")],
         "responses": responses,
     }
-    params = components[params_ref["$ref"].rsplit("/", 1)[-1]]
-    # A read sent with no body means `{}`, which serves only when no parameter is required.
-    body = {"required": proc.write or bool(params.get("required")), "content": _json(params_ref)}
-    if proc.upload:
-        body = {"required": True, "content": _MULTIPART}
-    post = {**common, "operationId": proc.name, "requestBody": body}
+    example = dict(proc.params_type.example)
     if proc.write:
-        return {"post": {**post, "parameters": [_KEY]}}
-    query = _query_parameters(params)
-    bare = {code: {k: v for k, v in answer.items() if k != "content"} for code, answer in responses.items()}
-    return {
-        "get": {**common, "operationId": f"{proc.name}.get", "parameters": query},
-        "head": {**common, "operationId": f"{proc.name}.head", "parameters": query, "responses": bare},
-        "post": post,
-    }
+        body = {"required": True, "content": _MULTIPART if proc.upload else _json(params_ref, example)}
+        description = proc.doc + _who(proc.roles)
+        return {"post": {**common, "description": description, "requestBody": body, "parameters": [_KEY]}}
+    params = components[params_ref["$ref"].rsplit("/", 1)[-1]]
+    description = proc.doc + _who(proc.roles) + _POST_TOO.format(body=encoder.encode(example).decode())
+    return {"get": {**common, "description": description, "parameters": _query_parameters(params, example)}}
 
 
-def _query_parameters(params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One query parameter per field of the parameters' schema (a list field is repeated: `?a=1&a=2`)."""
+_POST_TOO = (
+    "\n\nAlso `POST` with the same parameters as a JSON object (`Content-Type: application/json`), for example "
+    "`{body}`, and `HEAD` for the headers alone."
+)
+
+
+def _tag(proc: Procedure) -> str:
+    """The resource a procedure belongs to: the first part of its name (`jobs`, `billing`, `profile`, ...)."""
+    return proc.name.split(".", 1)[0]
+
+
+def _query_parameters(params: Mapping[str, Any], example: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One query parameter per field of the parameters' schema (a list field is repeated: `?a=1&a=2`), with its
+    value in the example, if any."""
     required = set(params.get("required", ()))
     described = []
     for name, schema in params.get("properties", {}).items():
         parameter = {"in": "query", "name": name, "required": name in required, "schema": _without_null(schema)}
+        if name in example:
+            parameter["example"] = example[name]
         if name == "page":
             parameter["description"] = PAGE_DEPTH
         if schema.get("type") == "array":
@@ -186,8 +199,8 @@ def _security(public_url: str, scopes: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _json(schema: Any) -> dict[str, Any]:
-    return {"application/json": {"schema": schema}}
+def _json(schema: Any, example: Any = None) -> dict[str, Any]:
+    return {"application/json": {"schema": schema} | ({} if example is None else {"example": example})}
 
 
 def _who(roles: frozenset[str] | None) -> str:

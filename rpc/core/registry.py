@@ -189,6 +189,11 @@ def _describe(
     result_type = hints.get("return")
     if not _is_struct(result_type):
         raise RegistrationError(f"{where}: the return annotation must be a msgspec Struct")
+    decoder = msgspec.json.Decoder(params_type)
+    try:
+        decoder.decode(msgspec.json.encode(params_type.example))
+    except (msgspec.ValidationError, ValueError) as exc:
+        raise RegistrationError(f"{where}: {params_type.__name__}.example is refused: {exc}") from exc
     return Procedure(
         name=name,
         handler=func,
@@ -201,7 +206,7 @@ def _describe(
         params_type=params_type,
         result_type=result_type,
         doc=doc,
-        decoder=msgspec.json.Decoder(params_type),
+        decoder=decoder,
     )
 
 

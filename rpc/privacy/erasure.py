@@ -1,4 +1,4 @@
-"""Erasing a person (CONTRACT.md §20, docs/privacy.md has the table-by-table account).
+"""Erasing a person (docs/privacy.md has the table-by-table account).
 
 One transaction, shared by `profile.delete` and `bin/admin delete-user`: the user's row is emptied and kept as
 the opaque id their applications and the audit log refer to; their applications lose every text they wrote or

@@ -1,4 +1,4 @@
-"""Everything held about a person in one document (CONTRACT.md §20; KVKK art. 11, GDPR arts. 15 and 20).
+"""Everything held about a person in one document (docs/privacy.md; KVKK art. 11, GDPR arts. 15 and 20).
 
 Built in one place for `profile.export` and the panel's "Download my data", and recorded as `profile.exported`
 in the caller's transaction before it is read, so the document lists its own export among the audit entries.

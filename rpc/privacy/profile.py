@@ -12,6 +12,8 @@ from rpc.core.errors import NotFound
 from rpc.core.types import Connection, Role
 from rpc.files.model import File, as_json, nested
 
+MAX_BIO_LENGTH = 5_000  # characters of `bio`, in profile.update and the panel's profile page
+
 
 class Profile(Struct, frozen=True, kw_only=True):
     """A user as they see themselves."""

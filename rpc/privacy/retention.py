@@ -1,4 +1,4 @@
-"""Retention (CONTRACT.md §20): personal data kept no longer than needed, removed by the delivery workers.
+"""Retention (docs/privacy.md): personal data kept no longer than needed, removed by the delivery workers.
 
 Each run does one bounded batch per kind of data (`BATCH` rows, the oldest first, through an index), in the
 periodic job's single short transaction: a table of millions of rows is worked down over successive runs, and
