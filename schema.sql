@@ -42,6 +42,8 @@ CREATE TABLE IF NOT EXISTS users (
     -- Set when the person was erased (docs/privacy.md): the row stays, empty, as the opaque id their
     -- applications keep, and no credential resolves to it any more.
     deleted_at     timestamptz(0),
+    -- The résumé on the person's profile (a File of their own; the foreign key is added with `files`).
+    resume_file_id uuid,
     CONSTRAINT users_pkey PRIMARY KEY (id),
     CONSTRAINT users_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
     CONSTRAINT users_role_check CHECK (role IN ('candidate', 'employer', 'admin')),
@@ -123,11 +125,14 @@ CREATE TABLE IF NOT EXISTS email_links (
     expires_at     timestamptz    NOT NULL,
     used_at        timestamptz(0),
     password_hash  text,
+    -- A sign-up's link: what that sign-up asked to be ({role, display_name, account_name}), set when it is followed.
+    sign_up        jsonb,
     CONSTRAINT email_links_pkey PRIMARY KEY (id),
     CONSTRAINT email_links_user_fkey FOREIGN KEY (user_id) REFERENCES users (id) ON DELETE CASCADE,
     CONSTRAINT email_links_purpose_check CHECK (purpose IN ('verify', 'reset')),
     CONSTRAINT email_links_token_hash_key UNIQUE (token_hash),
-    CONSTRAINT email_links_password_check CHECK (password_hash IS NULL OR purpose = 'verify')
+    CONSTRAINT email_links_password_check CHECK (password_hash IS NULL OR purpose = 'verify'),
+    CONSTRAINT email_links_sign_up_check CHECK (sign_up IS NULL OR purpose = 'verify')
 );
 -- A new link, a reset or a verification voids the person's other open links of that purpose.
 CREATE INDEX IF NOT EXISTS email_links_user_idx ON email_links (user_id, purpose) WHERE used_at IS NULL;
@@ -434,6 +439,74 @@ CREATE TABLE IF NOT EXISTS application_status_history (
 );
 CREATE INDEX IF NOT EXISTS application_status_history_application_idx
     ON application_status_history (application_id, id);
+
+-- ---------------------------------------------------------------------------------------------------
+-- Files: résumés and attachments (docs/files.md). The bytes live in the file store (DATA_DIR/files/ or an
+-- S3-compatible bucket) under the file's id, written before its row commits; a deleted row queues its bytes
+-- for deletion, so no path that deletes a File leaves its bytes behind.
+-- ---------------------------------------------------------------------------------------------------
+
+CREATE TABLE IF NOT EXISTS files (
+    id            uuid           NOT NULL,
+    owner_id      uuid           NOT NULL,
+    filename      text           NOT NULL,
+    content_type  text           NOT NULL,
+    size          bigint         NOT NULL,
+    sha256        text           NOT NULL,
+    created_at    timestamptz(0) NOT NULL DEFAULT now(),
+    CONSTRAINT files_pkey PRIMARY KEY (id),
+    CONSTRAINT files_owner_fkey FOREIGN KEY (owner_id) REFERENCES users (id) ON DELETE CASCADE,
+    CONSTRAINT files_filename_check CHECK (length(filename) BETWEEN 1 AND 255),
+    CONSTRAINT files_content_type_check CHECK (content_type IN (
+        'application/pdf',
+        'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+        'application/vnd.oasis.opendocument.text',
+        'text/plain; charset=utf-8')),
+    CONSTRAINT files_size_check CHECK (size >= 0),
+    CONSTRAINT files_sha256_check CHECK (sha256 ~ '^[0-9a-f]{64}$')
+);
+-- A person's files (export, erasure); files by age (the sweep of unreferenced ones).
+CREATE INDEX IF NOT EXISTS files_owner_idx ON files (owner_id, created_at DESC);
+CREATE INDEX IF NOT EXISTS files_created_idx ON files (created_at);
+
+-- The files an application was made with: its résumé (at most one) and up to five attachments, in order. A
+-- File still held here (or on a profile) cannot be deleted: its deletion fails instead of losing the link.
+CREATE TABLE IF NOT EXISTS application_files (
+    application_id  uuid      NOT NULL,
+    file_id         uuid      NOT NULL,
+    kind            text      NOT NULL,
+    position        smallint  NOT NULL,
+    CONSTRAINT application_files_pkey PRIMARY KEY (application_id, file_id),
+    CONSTRAINT application_files_application_fkey
+        FOREIGN KEY (application_id) REFERENCES applications (id) ON DELETE CASCADE,
+    CONSTRAINT application_files_file_fkey FOREIGN KEY (file_id) REFERENCES files (id) ON DELETE RESTRICT,
+    CONSTRAINT application_files_kind_check CHECK (kind IN ('resume', 'attachment')),
+    CONSTRAINT application_files_position_check CHECK (position BETWEEN 0 AND 5),
+    CONSTRAINT application_files_position_key UNIQUE (application_id, kind, position)
+);
+-- Who may read a file: the applications holding it.
+CREATE INDEX IF NOT EXISTS application_files_file_idx ON application_files (file_id);
+CREATE INDEX IF NOT EXISTS users_resume_file_idx ON users (resume_file_id) WHERE resume_file_id IS NOT NULL;
+DO $$
+BEGIN
+    ALTER TABLE users ADD CONSTRAINT users_resume_file_fkey
+        FOREIGN KEY (resume_file_id) REFERENCES files (id) ON DELETE RESTRICT;
+EXCEPTION WHEN duplicate_object THEN NULL;
+END $$;
+
+-- Bytes whose File is gone, to be deleted from the store by the files sweep (rpc/files/sweep.py).
+CREATE TABLE IF NOT EXISTS file_deletions (
+    file_id     uuid           NOT NULL,
+    deleted_at  timestamptz(0) NOT NULL DEFAULT now(),
+    CONSTRAINT file_deletions_pkey PRIMARY KEY (file_id)
+);
+CREATE OR REPLACE FUNCTION queue_file_bytes_deletion() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO file_deletions (file_id) VALUES (OLD.id) ON CONFLICT ON CONSTRAINT file_deletions_pkey DO NOTHING;
+    RETURN OLD;
+END $$;
+CREATE OR REPLACE TRIGGER files_queue_bytes_deletion AFTER DELETE ON files
+    FOR EACH ROW EXECUTE FUNCTION queue_file_bytes_deletion();
 
 -- ---------------------------------------------------------------------------------------------------
 -- Events (the transactional outbox): written in the transaction of the change they announce.

@@ -23,7 +23,7 @@ CONNECTIONS = 4  # emitting transactions in flight at once, as concurrent writes
 
 
 class StatusChanged(msgspec.Struct, frozen=True):
-    """The data of an `application.status_changed` event (CONTRACT.md §7), for applications that need not exist."""
+    """The data of an `application.status_changed` event (docs/webhooks.md), for applications that need not exist."""
 
     application_id: str
     job_id: str

@@ -1,4 +1,4 @@
-"""`bin/bench`: the benchmarks of DESIGN.md §5, every figure measured beside a reference in the same run.
+"""`bin/bench`: the benchmarks of docs/benchmarks.md, every figure measured beside a reference in the same run.
 
 It makes a private database (`hire_bench_<random>`) on the PostgreSQL server of TEST_DATABASE_URL or
 DATABASE_URL (else 127.0.0.1:5432), seeds it with COPY, starts `bin/serve --no-worker` and the bare Starlette

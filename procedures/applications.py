@@ -10,18 +10,22 @@ keeps a history row (who, when, from, to) and emits its event in the same transa
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from procedures.common import NO_NUL, SPACE, Id, page_and_total, parse_id
+from procedures.common import EXAMPLE_ID, NO_NUL, SPACE, Id, page_and_total, parse_id
 from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
+from procedures.files import owned
 from rpc.auth.principal import Principal
 from rpc.core.context import Context
-from rpc.core.envelope import Page, PageParams, Params, Struct
+from rpc.core.envelope import FieldError, Page, PageParams, Params, Struct
 from rpc.core.errors import Conflict, Forbidden, InvalidTransition, NotFound
 from rpc.core.registry import on_conflict, procedure
 from rpc.core.types import Role
+from rpc.db.pool import one_row
+from rpc.files.model import File, as_json, nested, nested_list
 
 Status = Literal["pending", "reviewed", "interview_scheduled", "offered", "hired", "rejected", "withdrawn"]
 PIPELINE: tuple[Status, ...] = ("pending", "reviewed", "interview_scheduled", "offered", "hired")
@@ -32,6 +36,7 @@ CoverLetter = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
 ResumeUrl = Annotated[str, msgspec.Meta(max_length=2_000, pattern=rf"^https?://[^\x00{SPACE}]+$")]
 Notes = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
 Rating = Annotated[int, msgspec.Meta(ge=1, le=5)]
+Attachments = Annotated[tuple[Id, ...], msgspec.Meta(max_length=5, description="Up to 5 ids of files you uploaded.")]
 
 
 class Application(Struct, frozen=True, kw_only=True):
@@ -45,6 +50,8 @@ class Application(Struct, frozen=True, kw_only=True):
     resume_url: str | None
     rating: int | None
     notes: str | None
+    resume: File | None
+    attachments: list[File]
     created_at: dt.datetime
     updated_at: dt.datetime
 
@@ -75,20 +82,40 @@ class CreateApplication(Params, frozen=True, kw_only=True):
     job_id: Id
     cover_letter: CoverLetter | None = None
     resume_url: ResumeUrl | None = None
+    resume_file_id: Id = None
+    attachment_file_ids: Attachments = ()
+
+    def __post_init__(self) -> None:
+        sent = [str(value) for value in ([self.resume_file_id] if self.resume_file_id is not None else [])]
+        sent += [str(value) for value in self.attachment_file_ids]
+        if len(set(sent)) != len(sent):
+            raise FieldError("attachment_file_ids", "Send each file once: as the résumé or as one attachment.")
+
+    example: ClassVar[Mapping[str, Any]] = {
+        "job_id": EXAMPLE_ID,
+        "cover_letter": "I have run Python services in production for six years.",
+        "resume_url": "https://example.com/ada-lovelace-cv.pdf",
+    }
 
 
 class ListApplications(PageParams, frozen=True, kw_only=True):
     job_id: Id | None = None
     status: Status | None = None
 
+    example: ClassVar[Mapping[str, Any]] = {"status": "pending", "page": 1, "per_page": 20}
+
 
 class ApplicationRef(Params, frozen=True, kw_only=True):
     id: Id
+
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID}
 
 
 class UpdateStatus(Params, frozen=True, kw_only=True):
     id: Id
     status: Status
+
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID, "status": "reviewed"}
 
 
 class Review(Params, frozen=True, kw_only=True):
@@ -96,12 +123,24 @@ class Review(Params, frozen=True, kw_only=True):
     rating: Rating | None | msgspec.UnsetType = msgspec.UNSET
     notes: Notes | None | msgspec.UnsetType = msgspec.UNSET
 
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID, "rating": 4, "notes": "Strong on SQL; ask about on-call."}
+
 
 APPLIED_ONCE = "applications_job_candidate_key"
 on_conflict(APPLIED_ONCE, "You have already applied to this job.")
 
-_COLUMNS = """a.id::text AS id, a.job_id::text AS job_id, a.candidate_id::text AS candidate_id, a.status,
-    a.cover_letter, a.resume_url, a.rating, a.notes, a.created_at, a.updated_at"""
+_COLUMNS = f"""a.id::text AS id, a.job_id::text AS job_id, a.candidate_id::text AS candidate_id, a.status,
+    a.cover_letter, a.resume_url, a.rating, a.notes, a.created_at, a.updated_at,
+    (SELECT {as_json("f")} FROM application_files AS af JOIN files AS f ON f.id = af.file_id
+     WHERE af.application_id = a.id AND af.kind = 'resume') AS resume,
+    coalesce((SELECT json_agg({as_json("f")} ORDER BY af.position)
+              FROM application_files AS af JOIN files AS f ON f.id = af.file_id
+              WHERE af.application_id = a.id AND af.kind = 'attachment'), '[]') AS attachments"""
+_ATTACH = """
+INSERT INTO application_files (application_id, file_id, kind, position)
+SELECT %(application_id)s, sent.file_id, sent.kind, sent.position
+FROM unnest(%(file_ids)s::uuid[], %(kinds)s::text[], %(positions)s::smallint[]) AS sent(file_id, kind, position)
+"""
 _JOB = "SELECT status, account_id::text AS account_id FROM jobs WHERE id = %(id)s"
 _INSERT = f"""
 WITH a AS (
@@ -153,13 +192,15 @@ _FEED = FeedQuery(
 )
 async def create_application(ctx: Context, params: CreateApplication) -> Application:
     """Apply to a published job (event `application.created`); once per job."""
-    job_id = parse_id(params.job_id)
+    job_id = parse_id(params.job_id, "job_id")
     cursor = await ctx.conn.execute(_JOB + " FOR SHARE", {"id": job_id})
     job = await cursor.fetchone()
     if job is None or (job["status"] == "draft" and job["account_id"] != ctx.principal.account_id):
         raise NotFound("No such job.")
     if job["status"] != "published":
         raise Conflict("This job does not take applications.", {"job_status": job["status"]})
+    resume_ids: list[Id] = [] if params.resume_file_id is None else [params.resume_file_id]
+    files = await owned(ctx, [*resume_ids, *params.attachment_file_ids])
     cursor = await ctx.conn.execute(
         _INSERT,
         {
@@ -170,7 +211,9 @@ async def create_application(ctx: Context, params: CreateApplication) -> Applica
             "resume_url": params.resume_url,
         },
     )
-    application = Application(**await cursor.fetchone())  # type: ignore[arg-type]
+    application = _application(await one_row(cursor))
+    if files:
+        application = await _attach(ctx, application, files, resume_ids, params.attachment_file_ids)
     await _record(ctx, application, None)
     data = ApplicationCreated(
         application_id=application.id,
@@ -267,7 +310,7 @@ async def review(ctx: Context, params: Review) -> Application:
     cursor = await ctx.conn.execute(
         _SET_REVIEW, {"id": application.id, "status": status, "rating": rating, "notes": notes}
     )
-    reviewed = Application(**await cursor.fetchone())  # type: ignore[arg-type]
+    reviewed = _application(await one_row(cursor))
     event = Reviewed(
         application_id=reviewed.id, job_id=reviewed.job_id, reviewed_by=ctx.principal.user_id, rating=rating
     )
@@ -296,6 +339,37 @@ async def withdraw(ctx: Context, params: ApplicationRef) -> Application:
     return _as_seen_by(ctx.principal, changed, job_account)
 
 
+async def _attach(
+    ctx: Context,
+    application: Application,
+    files: dict[str, File],
+    resume_ids: Sequence[Id],
+    attachment_ids: Sequence[Id],
+) -> Application:
+    """Hold the résumé and the attachments (in the order sent) with the application."""
+    resume = [str(parse_id(value)) for value in resume_ids]
+    attachments = [str(parse_id(value)) for value in attachment_ids]
+    await ctx.conn.execute(
+        _ATTACH,
+        {
+            "application_id": application.id,
+            "file_ids": resume + attachments,
+            "kinds": ["resume"] * len(resume) + ["attachment"] * len(attachments),
+            "positions": [0] * len(resume) + list(range(len(attachments))),
+        },
+    )
+    return msgspec.structs.replace(
+        application,
+        resume=files[resume[0]] if resume else None,
+        attachments=[files[file_id] for file_id in attachments],
+    )
+
+
+def _application(row: dict[str, Any]) -> Application:
+    """A row of `_COLUMNS` as an Application (its files arrive as JSON)."""
+    return Application(**{**row, "resume": nested(row["resume"]), "attachments": nested_list(row["attachments"])})
+
+
 def _check_move(current: Status, target: Status) -> None:
     """Forward along the pipeline (skipping allowed) or to `rejected`, from any non-final status."""
     if current not in FINAL:
@@ -310,7 +384,7 @@ async def _change(
     ctx: Context, application: Application, target: Status, job_account: str, candidate_account: str
 ) -> Application:
     cursor = await ctx.conn.execute(_SET_STATUS, {"id": application.id, "status": target})
-    changed = Application(**await cursor.fetchone())  # type: ignore[arg-type]
+    changed = _application(await one_row(cursor))
     await _record(ctx, changed, application.status)
     await _announce_change(ctx, changed, application.status, job_account, candidate_account)
     return changed
@@ -349,7 +423,7 @@ async def _find(ctx: Context, application_id: Id, *, lock: bool) -> tuple[Applic
     if row is None:
         raise NotFound("No such application.")
     job_account, candidate_account = row.pop("job_account_id"), row.pop("candidate_account_id")
-    application = Application(**row)
+    application = _application(row)
     principal = ctx.principal
     visible = application.candidate_id == principal.user_id or _employs(principal, job_account)
     if not visible:
@@ -374,7 +448,7 @@ def _employs(principal: Principal, job_account: str) -> bool:
 
 async def _listable_job(ctx: Context, job_id: Id) -> str:
     """A job whose applications the caller may list: `404` if unseen, `403` if an employer does not own it."""
-    cursor = await ctx.conn.execute(_JOB, {"id": parse_id(job_id)})
+    cursor = await ctx.conn.execute(_JOB, {"id": parse_id(job_id, "job_id")})
     job = await cursor.fetchone()
     principal = ctx.principal
     owns = principal.is_admin or (job is not None and job["account_id"] == principal.account_id)
@@ -390,7 +464,7 @@ def _seen(principal: Principal, rows: list[dict[str, Any]]) -> list[Application]
     seen = []
     for row in rows:
         job_account = row.pop("job_account_id")
-        seen.append(_as_seen_by(principal, Application(**row), job_account))
+        seen.append(_as_seen_by(principal, _application(row), job_account))
     return seen
 
 

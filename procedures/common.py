@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import uuid
 from collections.abc import Iterable
@@ -20,23 +21,28 @@ NO_NUL = r"^[^\x00]*$"
 SPACE = r"\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 _NO_NUL_NOT_BLANK = rf"^[^\x00]*[^\x00{SPACE}][^\x00]*$"
 
-# Any JSON scalar is taken: a malformed id names no object, so it is `404`, never `422` (CONTRACT.md §14).
+# Any JSON scalar is taken: a malformed id names no object, so it is `404`, never `422` (docs/decisions.md).
 Id = Annotated[str | int | float | bool | None, msgspec.Meta(description="An opaque object id (a string).")]
 ShortText = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=_NO_NUL_NOT_BLANK)]
 PlainText = Annotated[str, msgspec.Meta(max_length=200, pattern=NO_NUL)]
 # A person's name: shown in pages and mail, so no control character or line break (as at sign-up).
 PersonName = Annotated[str, msgspec.Meta(max_length=200, pattern=r"^[^\x00-\x1f\x7f\x85\u2028\u2029]*$")]
 LongText = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
+# The id in /openapi.json's examples: shaped like the ids the service hands out.
+EXAMPLE_ID = "0f8b9c52-3a6e-4d1e-9a57-1c2d3e4f5a6b"
 
 
-def parse_id(value: Id) -> uuid.UUID:
-    """The object id behind `value`; a malformed id names no object, so it is `404`, never `422`."""
-    if not isinstance(value, str):
-        raise NotFound()
-    try:
-        return uuid.UUID(value)
-    except ValueError as exc:
-        raise NotFound() from exc
+def parse_id(value: Id, field: str = "id") -> uuid.UUID:
+    """The object id behind `value`; a malformed id names no object, so it is `404`, never `422`, whose message
+    says what an id looks like (a caller who sent `123` learns that it is not one)."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return uuid.UUID(value)
+    shown = msgspec.json.encode(value).decode()[:60]
+    raise NotFound(
+        f"No such object: {field} must be an id as this service returns them, a UUID such as {EXAMPLE_ID}, "
+        f"and {shown} is not one."
+    )
 
 
 async def page_and_total(

@@ -10,8 +10,9 @@ whatever order transactions commit in. docs/sync.md explains it.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 import msgspec
 
@@ -39,6 +40,9 @@ class FeedParams(Params, frozen=True, kw_only=True):
 
     cursor: Cursor | None = None
     per_page: Annotated[int, msgspec.Meta(ge=1, le=1000, description="Objects per answer, 1..1000.")] = 100
+
+    # No cursor: the first call of a sync starts at the beginning; each answer's next_cursor continues it.
+    example: ClassVar[Mapping[str, Any]] = {"per_page": 100}
 
 
 class Feed(Struct, Generic[T], frozen=True, kw_only=True):

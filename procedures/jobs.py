@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
 from procedures.common import (
+    EXAMPLE_ID,
     Id,
     LongText,
     PlainText,
@@ -74,9 +76,13 @@ class ListJobs(PageParams, frozen=True, kw_only=True):
     employment_type: EmploymentType | None = None
     mine: bool = False
 
+    example: ClassVar[Mapping[str, Any]] = {"q": "engineer", "location": "Berlin", "page": 1, "per_page": 20}
+
 
 class JobRef(Params, frozen=True, kw_only=True):
     id: Id
+
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID}
 
 
 class CreateJob(Params, frozen=True, kw_only=True):
@@ -86,6 +92,14 @@ class CreateJob(Params, frozen=True, kw_only=True):
     description: LongText | None = None
     employment_type: EmploymentType | None = None
 
+    example: ClassVar[Mapping[str, Any]] = {
+        "title": "Backend engineer",
+        "company": "Acme GmbH",
+        "location": "Berlin",
+        "description": "Python, PostgreSQL and a taste for well-kept APIs.",
+        "employment_type": "full_time",
+    }
+
 
 class UpdateJob(Params, frozen=True, kw_only=True):
     id: Id
@@ -94,6 +108,8 @@ class UpdateJob(Params, frozen=True, kw_only=True):
     location: ShortText | msgspec.UnsetType = msgspec.UNSET
     description: LongText | None | msgspec.UnsetType = msgspec.UNSET
     employment_type: EmploymentType | None | msgspec.UnsetType = msgspec.UNSET
+
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID, "title": "Senior backend engineer"}
 
 
 _SUMMARY = "id::text AS id, title, company, location, status, created_at"

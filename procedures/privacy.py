@@ -1,14 +1,16 @@
-"""A person's own data (CONTRACT.md §20): everything held about them in one document, their erasure, and the
+"""A person's own data (docs/privacy.md): everything held about them in one document, their erasure, and the
 account's audit log. The export and the log's reading are the framework's (`rpc.privacy.export`,
 `rpc.audit.entries`), shared with the panel; these are their API faces."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
 from procedures.common import NO_NUL, Moment, moment
+from procedures.files import files_of
 from rpc.audit import entries
 from rpc.core.context import Context
 from rpc.core.envelope import Empty, FieldError, Params, Struct
@@ -31,11 +33,14 @@ async def export_profile(ctx: Context, params: Empty) -> Export:
             account_id=ctx.principal.account_id,
             actor=ctx.actor,
             origin=ctx.origin,
+            links=files_of(ctx).links,
         )
 
 
 class DeleteProfile(Params, frozen=True, kw_only=True):
     confirm: str
+
+    example: ClassVar[Mapping[str, Any]] = {"confirm": "ada@example.com"}
 
     def __post_init__(self) -> None:
         if not self.confirm.strip():
@@ -82,6 +87,12 @@ class ListAudit(Params, frozen=True, kw_only=True):
     since: Moment | None = None
     cursor: Cursor | None = None
     per_page: PerPage = 20
+
+    example: ClassVar[Mapping[str, Any]] = {
+        "action": "api_key.created",
+        "since": "2026-11-01T00:00:00Z",
+        "per_page": 20,
+    }
 
 
 @procedure("audit.list", scope="read:audit", roles=entries.AUDIT_ROLES)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
-from procedures.common import NO_NUL, PersonName, PlainText, changes, set_clause
+from procedures.common import NO_NUL, Id, PersonName, PlainText, changes, parse_id, set_clause
+from procedures.files import owned
 from rpc.core.context import Context
 from rpc.core.envelope import Empty, Params
 from rpc.core.errors import NotFound
 from rpc.core.registry import procedure
-from rpc.privacy.profile import COLUMNS, Profile, read_profile
+from rpc.privacy.profile import COLUMNS, MAX_BIO_LENGTH, Profile, profile_of, read_profile
 
-Bio = Annotated[str, msgspec.Meta(max_length=5_000, pattern=NO_NUL)]
+Bio = Annotated[str, msgspec.Meta(max_length=MAX_BIO_LENGTH, pattern=NO_NUL)]
 
 
 class UpdateProfile(Params, frozen=True, kw_only=True):
@@ -21,6 +23,14 @@ class UpdateProfile(Params, frozen=True, kw_only=True):
     headline: PlainText | None | msgspec.UnsetType = msgspec.UNSET
     location: PlainText | None | msgspec.UnsetType = msgspec.UNSET
     bio: Bio | None | msgspec.UnsetType = msgspec.UNSET
+    resume_file_id: Id | msgspec.UnsetType = msgspec.UNSET
+
+    example: ClassVar[Mapping[str, Any]] = {
+        "display_name": "Ada Lovelace",
+        "headline": "Backend engineer, Python and PostgreSQL",
+        "location": "Berlin",
+        "bio": "Ten years of building APIs that other people like to call.",
+    }
 
 
 _EDITABLE = ("display_name", "headline", "location", "bio")
@@ -34,8 +44,14 @@ async def me(ctx: Context, params: Empty) -> Profile:
 
 @procedure("profile.update", scope="write:profile", write=True)
 async def update(ctx: Context, params: UpdateProfile) -> Profile:
-    """Change any of your display name, headline, location and bio; `null` clears a field."""
+    """Change any of your display name, headline, location, bio and résumé (`resume_file_id`, a file you
+    uploaded); `null` clears a field."""
     changed = changes(params, _EDITABLE)
+    if params.resume_file_id is not None and params.resume_file_id is not msgspec.UNSET:
+        await owned(ctx, [params.resume_file_id])
+        changed["resume_file_id"] = parse_id(params.resume_file_id)
+    elif params.resume_file_id is None:
+        changed["resume_file_id"] = None
     if not changed:
         return await me(ctx, Empty())
     cursor = await ctx.conn.execute(
@@ -45,4 +61,4 @@ async def update(ctx: Context, params: UpdateProfile) -> Profile:
     row = await cursor.fetchone()
     if row is None:
         raise NotFound("Your user no longer exists.")
-    return Profile(**row)
+    return profile_of(row)

@@ -17,6 +17,9 @@ SCOPES = {
     "read:audit": "See your account's audit log: who created keys, changed webhooks, authorized apps, signed in.",
 }
 
+# What read:jobs lets an application see of a candidate's: they post no jobs, so they have no drafts.
+ROLE_SENTENCES = {"candidate": {"read:jobs": "See published job postings."}}
+
 # Candidates apply to jobs and keep a profile: no job writing and no billing for their applications.
 OAUTH_ROLE_SCOPES = {
     "candidate": frozenset({"read:jobs", "read:applications", "write:applications", "read:profile", "write:profile"}),
@@ -48,4 +51,13 @@ EVENT_KINDS = (
     "user.deleted",
 )
 
-VOCABULARY = Vocabulary(scopes=SCOPES, plans=PLANS, event_kinds=EVENT_KINDS, oauth_role_scopes=OAUTH_ROLE_SCOPES)
+# A hiring pipeline's receiver: new and closed jobs, new applications and their moves.
+SUGGESTED_EVENT_KINDS = ("job.published", "job.closed", "application.created", "application.status_changed")
+VOCABULARY = Vocabulary(
+    scopes=SCOPES,
+    plans=PLANS,
+    event_kinds=EVENT_KINDS,
+    oauth_role_scopes=OAUTH_ROLE_SCOPES,
+    role_sentences=ROLE_SENTENCES,
+    suggested_event_kinds=SUGGESTED_EVENT_KINDS,
+)

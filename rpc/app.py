@@ -36,6 +36,7 @@ from rpc.panel import routes as panel
 from rpc.payments import receiver as payments
 from rpc.services import Services
 from rpc.settings import Settings
+from rpc.web import downloads
 from rpc.web import routes as web
 from rpc.web.state import Web
 
@@ -58,7 +59,7 @@ def scope_policy(vocabulary: Vocabulary) -> ScopePolicy:
     """The scopes and their sentences, and each role's share of them, for the OAuth server."""
     every = frozenset(vocabulary.scopes)
     by_role = {role: scopes & every for role, scopes in vocabulary.oauth_role_scopes.items()}
-    return ScopePolicy(sentences=dict(vocabulary.scopes), by_role=by_role)
+    return ScopePolicy(sentences=dict(vocabulary.scopes), by_role=by_role, role_sentences=vocabulary.role_sentences)
 
 
 def version() -> str:
@@ -105,6 +106,7 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
             *business.public_routes,
             *panel.fallback,
             *payments.routes,
+            *downloads.routes,
             *health.routes,
             Route("/openapi.json", openapi_json, methods=["GET"]),
         ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -28,7 +29,9 @@ from rpc.core.memory import Memory
 from rpc.core.registry import Registry
 from rpc.core.vocabulary import Vocabulary
 from rpc.db.pool import Pool, open_pool
-from rpc.limits.ratelimit import RateLimiter
+from rpc.files import sweep
+from rpc.files.service import Files
+from rpc.limits.ratelimit import RateLimiter, development_budgets
 from rpc.limits.throttle import Throttle, open_storage
 from rpc.mail.outbox import Mail
 from rpc.ops.metrics import Metrics
@@ -62,10 +65,11 @@ class Services:
     providers: Mapping[str, Provider]
     metrics: Metrics
     counters: Storage  # the rate limiter's counters (the panel's overview reads the account's windows)
-    people: People  # sign-up, verification, password reset and change (CONTRACT.md §19)
+    people: People  # sign-up, verification, password reset and change (docs/people.md)
     teams: Teams
     indexes: Mapping[str, SearchIndex]  # this process's search indexes, by corpus name
     memory: Memory  # what procedures keep between calls in this app (`ctx.kept`)
+    files: Files  # the file store and the download links
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -80,12 +84,15 @@ class Services:
                 keyring = await KeyRing.load(conn, Sealer(settings.secret_key))
             await stack.enter_async_context(in_background(keyring.keep_fresh(pool)))
             vocabulary = business.vocabulary
+            if settings.service_env == "development":  # a local install: room to try things (rpc.limits.ratelimit)
+                vocabulary = dataclasses.replace(vocabulary, plans=development_budgets(vocabulary.plans))
             emitter = build_emitter(settings, vocabulary.event_kinds)
             external = ExternalProvider(settings, http) if settings.auth_issuer else None
             metrics = Metrics(settings.metrics_allow, pool)
             counters = open_storage(settings.rate_limit_storage)
             passwords = Passwords(settings.password_hash_concurrency)
             mail = Mail(settings, emitter.queue)
+            files = Files.of(settings)
             indexes = {
                 corpus.name: await stack.enter_async_context(
                     SearchIndex.running(corpus, settings.search_path, pool, database_url, settings.search_flush_seconds)
@@ -114,6 +121,7 @@ class Services:
                     business.probes,
                     indexes,
                     memory,
+                    files,
                 ),
                 emitter=emitter,
                 webhooks=Webhooks(settings, emitter),
@@ -124,6 +132,7 @@ class Services:
                 teams=Teams(settings, passwords, mail),
                 indexes=indexes,
                 memory=memory,
+                files=files,
             )
             if deliver:
                 sender = await stack.enter_async_context(Sender(guard(settings)))
@@ -137,12 +146,13 @@ class Services:
 
 
 def periodic_work(settings: Settings, business: Business) -> dict[str, Periodic]:
-    """Every periodic job the workers run, by name, listed here alone: the framework's clean-ups and retention,
-    and the business's work."""
+    """Every periodic job the workers run, by name, listed here alone: the framework's clean-ups, retention and
+    the files sweep, and the business's work."""
     return {
         "forget_expired": housekeeping.PERIODIC,
         "forget_idempotency_keys": idempotency.PERIODIC,
         "retention": retention.periodic(settings),
+        **sweep.periodic(settings),
         **business.periodic,
     }
 

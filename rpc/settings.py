@@ -18,7 +18,7 @@ import msgspec
 PROJECT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = PROJECT / ".data"
 
-# Seconds before each attempt to send an e-mail: retried for two days (CONTRACT.md §19: at least one).
+# Seconds before each attempt to send an e-mail: retried for two days (docs/people.md: at least one).
 MAIL_RETRY_WAITS = (0, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 43200, 86400)
 Environment = Literal["development", "test", "production"]
 S = TypeVar("S", bound=msgspec.Struct)
@@ -62,12 +62,21 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     mail_from: str | None = None
     ssl_cert_file: str | None = None
     mail_retry_waits: tuple[float, ...] = MAIL_RETRY_WAITS
-    # How long the links of CONTRACT.md §19 live, in seconds (tests shrink them instead of sleeping).
+    # How long the links of docs/people.md live, in seconds (tests shrink them instead of sleeping).
     verify_link_lifetime: float = 24 * 3600
     reset_link_lifetime: float = 3600
     invite_link_lifetime: float = 7 * 24 * 3600
     # How often each process commits the changes it has read into its search index on disk (fractions allowed).
     search_flush_seconds: float = 1.0
+    # Files (docs/files.md): the largest upload, where the bytes live (empty: DATA_DIR/files/; or
+    # s3://bucket/prefix with the S3_* settings), and how long a download link works, in seconds.
+    files_max_bytes: int = 10 * 1024 * 1024
+    files_store: str = ""
+    files_link_lifetime: float = 600
+    s3_endpoint_url: str | None = None
+    s3_region: str | None = None
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: str | None = None
     db_pool_min: int = 2
     db_pool_max: int = 10
     db_pool_timeout: float = 5.0
@@ -95,6 +104,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def search_path(self) -> Path:
         """Where this host's search indexes live (one slot per running process)."""
         return self.data_path / "search"
+
+    @property
+    def files_path(self) -> Path:
+        """Where the embedded file store keeps the bytes of uploaded files."""
+        return self.data_path / "files"
 
     @property
     def issuer(self) -> str:
@@ -156,6 +170,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             "reset_link_lifetime": env.get("RESET_LINK_LIFETIME", "3600"),
             "invite_link_lifetime": env.get("INVITE_LINK_LIFETIME", str(7 * 24 * 3600)),
             "search_flush_seconds": env.get("SEARCH_FLUSH_SECONDS", "1"),
+            "files_max_bytes": env.get("FILES_MAX_BYTES", str(10 * 1024 * 1024)),
+            "files_store": env.get("FILES_STORE", ""),
+            "files_link_lifetime": env.get("FILES_LINK_LIFETIME", "600"),
+            "s3_endpoint_url": env.get("S3_ENDPOINT_URL") or None,
+            "s3_region": env.get("S3_REGION") or None,
+            "s3_access_key_id": env.get("S3_ACCESS_KEY_ID") or None,
+            "s3_secret_access_key": env.get("S3_SECRET_ACCESS_KEY") or None,
             "db_pool_min": env.get("DB_POOL_MIN", "2"),
             "db_pool_max": env.get("DB_POOL_MAX", "10"),
             "db_pool_timeout": env.get("DB_POOL_TIMEOUT", "5"),
@@ -211,6 +232,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                     f"CORS_ALLOWED_ORIGINS: {origin!r} is not an origin; write scheme://host[:port], e.g. "
                     "https://app.example.com (no path, no wildcard)"
                 )
+        if self.files_max_bytes < 1 or self.files_link_lifetime <= 0:
+            raise SettingsError("FILES_MAX_BYTES and FILES_LINK_LIFETIME must be positive")
+        if self.files_store and not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", self.files_store):
+            raise SettingsError(
+                "FILES_STORE is empty (the bytes live under DATA_DIR/files/) or s3://bucket/prefix, e.g. "
+                "s3://hire-files/resumes"
+            )
         if len(self.secret_key) < 32:
             raise SettingsError("SERVICE_SECRET_KEY must be at least 32 characters")
 

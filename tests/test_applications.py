@@ -1,6 +1,6 @@
 """Applications through HTTP: the shape, who may apply and see what, the hiring pipeline's state machine,
 reviews, withdrawal, the status history, the events and their routing, and concurrent moves
-(CONTRACT.md §3, §5, §6, §7, §12, §14)."""
+(docs/decisions.md, docs/webhooks.md)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ APPLICATION_KEYS = {
     "resume_url",
     "rating",
     "notes",
+    "resume",
+    "attachments",
     "created_at",
     "updated_at",
 }

@@ -1,4 +1,4 @@
-"""A rule-based walk over application transitions through HTTP (CONTRACT.md §6, §7, §14): every answer of
+"""A rule-based walk over application transitions through HTTP (docs/decisions.md, docs/webhooks.md): every answer of
 `update_status`, `review` and `withdraw` — 200, 409 invalid_transition, 403 forbidden, 404 not_found — is what a
 small model of the application predicts; every accepted change emits exactly one `application.status_changed`
 with the right old and new status, and every refused call changes nothing and emits nothing."""

@@ -1,4 +1,4 @@
-"""The audit log's chain (CONTRACT.md §20): any sequence of entries verifies, concurrent writers never fork it,
+"""The audit log's chain (docs/privacy.md): any sequence of entries verifies, concurrent writers never fork it,
 the database refuses to change or delete an entry, and a byte changed anyway is named by `verify-audit`."""
 
 from __future__ import annotations

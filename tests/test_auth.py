@@ -1,4 +1,4 @@
-"""Credentials at the `/v1` door (CONTRACT.md §3, §4, §12): session JWTs, API keys, scopes against roles,
+"""Credentials at the `/v1` door (docs/decisions.md, docs/security.md): session JWTs, API keys, scopes against roles,
 and what a production deployment adds (HTTPS only, no test keys)."""
 
 from __future__ import annotations
@@ -94,6 +94,15 @@ def test_missing_header_is_missing_credentials(client: httpx.Client) -> None:
 )
 def test_malformed_credentials_are_invalid_token(client: httpx.Client, authorization: str) -> None:
     assert_refused(get_jobs(client, {"Authorization": authorization}))
+
+
+@pytest.mark.parametrize("credential", ["garbage", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"])
+def test_a_credential_of_no_known_shape_is_told_the_shapes(client: httpx.Client, credential: str) -> None:
+    """Another service's key or a bad paste: the answer names the API keys' prefixes and where to get one."""
+    response = get_jobs(client, {"Authorization": f"Bearer {credential}"})
+    assert_refused(response)
+    message = response.json()["error"]["message"]
+    assert "service_live_" in message and "service_test_" in message and "bin/admin create-api-key" in message
 
 
 @pytest.mark.parametrize("scheme", ["Basic", "Token", "JWT"])
@@ -419,7 +428,7 @@ def test_a_remembered_token_still_needs_its_user(client: httpx.Client, admin: Ad
     assert error_code(response) == "invalid_token"
 
 
-# --- signing keys retired in the database (CONTRACT.md §23) ---------------------------------------------------
+# --- signing keys retired in the database (docs/security.md) ---------------------------------------------------
 
 
 def test_a_retired_signing_key_stops_verifying_without_a_restart(databases: Databases, tmp_path: Path) -> None:

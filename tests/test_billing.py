@@ -1,4 +1,4 @@
-"""Billing through HTTP (CONTRACT.md §5, §6, §7, §12 Money): plans, subscribing with the provider's checkout
+"""Billing through HTTP (docs/decisions.md, docs/webhooks.md Money): plans, subscribing with the provider's checkout
 (a local fake PayTR that checks our paytr_token), the full flow to a paid plan and its rate limit, renewal,
 change of plan, cancellation, the provider failing, visibility and roles, gapless invoice numbers, and the
 periodic expiry."""

@@ -23,6 +23,7 @@ from tests.support import TEST_SECRET_KEY, Admin, bearer, free_port, settings_fo
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = TEST_SECRET_KEY  # the template database's signing key is sealed with it
+PASSWORD = "a long enough password"  # bin/admin create-user holds it to the web's rule
 
 
 def environment(**extra: str) -> dict[str, str]:
@@ -51,10 +52,10 @@ def db_env(databases: Databases) -> dict[str, str]:
 
 
 def test_admin_commands_print_one_json_object(db_env: dict[str, str]) -> None:
-    created = ok("admin", "create-user", "--email", "Boss@Example.test", "--password", "pw", "--role", "employer",
+    created = ok("admin", "create-user", "--email", "Boss@Example.test", "--password", PASSWORD, "--role", "employer",
                  "--account-name", "ACME", env=db_env)  # fmt: skip
     assert set(created) == {"user_id", "account_id"}
-    colleague = ok("admin", "create-user", "--email", "c@example.test", "--password", "pw", "--role", "employer",
+    colleague = ok("admin", "create-user", "--email", "c@example.test", "--password", PASSWORD, "--role", "employer",
                    "--account-id", created["account_id"], env=db_env)  # fmt: skip
     assert colleague["account_id"] == created["account_id"]
     assert set(ok("admin", "mint-token", "--email", "boss@example.test", env=db_env)) == {"access_token"}
@@ -81,7 +82,12 @@ def test_admin_commands_print_one_json_object(db_env: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("args", "reason"),
     [
-        (["create-user", "--email", "x@example.test", "--password", "pw", "--role", "owner"], "--role"),
+        (["create-user", "--email", "x@example.test", "--password", PASSWORD, "--role", "owner"], "--role"),
+        (["create-user", "--email", "x@example.test", "--password", "short", "--role", "employer"], "10 characters"),
+        (
+            ["create-user", "--email", "same@example.test", "--password", "same@example.test", "--role", "employer"],
+            "may not be your e-mail address",
+        ),
         (["mint-token", "--email", "nobody@example.test"], "no user"),
         (["set-plan", "--email", "nobody@example.test", "--plan", "pro"], "no user"),
         (["revoke-api-key", "--id", "not-an-id"], "not an id"),
@@ -92,7 +98,7 @@ def test_admin_commands_print_one_json_object(db_env: dict[str, str]) -> None:
                 "--email",
                 "y@example.test",
                 "--password",
-                "pw",
+                PASSWORD,
                 "--role",
                 "employer",
                 "--account-id",
@@ -110,7 +116,17 @@ def test_admin_failures_exit_non_zero_with_a_reason(db_env: dict[str, str], args
 
 
 def test_api_keys_are_for_employers_and_admins(db_env: dict[str, str]) -> None:
-    ok("admin", "create-user", "--email", "cand@example.test", "--password", "pw", "--role", "candidate", env=db_env)
+    ok(
+        "admin",
+        "create-user",
+        "--email",
+        "cand@example.test",
+        "--password",
+        PASSWORD,
+        "--role",
+        "candidate",
+        env=db_env,
+    )
     done = run("admin", "create-api-key", "--email", "cand@example.test", "--name", "k", "--scopes", "read:jobs",
                env=db_env)  # fmt: skip
     assert done.returncode != 0
@@ -151,7 +167,7 @@ def _audit_entries(url: str) -> list[tuple[int, str, str | None]]:
 
 def test_verify_audit_prints_the_verdict_and_fails_on_a_changed_entry(databases: Databases) -> None:
     env = environment(DATABASE_URL=databases.copy())
-    ok("admin", "create-user", "--email", "a@example.test", "--password", "pw", "--role", "employer", env=env)
+    ok("admin", "create-user", "--email", "a@example.test", "--password", PASSWORD, "--role", "employer", env=env)
     ok("admin", "set-plan", "--email", "a@example.test", "--plan", "pro", env=env)
     key = ok("admin", "create-api-key", "--email", "a@example.test", "--name", "k", "--scopes", "read:jobs", env=env)
     entries = _audit_entries(env["DATABASE_URL"])
@@ -173,7 +189,7 @@ def test_verify_audit_prints_the_verdict_and_fails_on_a_changed_entry(databases:
 
 
 def test_delete_user_erases_the_person(db_env: dict[str, str]) -> None:
-    made = ok("admin", "create-user", "--email", "Gone@Example.test", "--password", "pw", "--role", "candidate",
+    made = ok("admin", "create-user", "--email", "Gone@Example.test", "--password", PASSWORD, "--role", "candidate",
               env=db_env)  # fmt: skip
     assert ok("admin", "delete-user", "--email", "gone@example.test", env=db_env) == {
         "user_id": made["user_id"],
@@ -191,13 +207,13 @@ def test_delete_user_erases_the_person(db_env: dict[str, str]) -> None:
     assert entry == [("operator", None)]
     again = run("admin", "delete-user", "--email", "gone@example.test", env=db_env)
     assert again.returncode != 0 and again.stdout == "" and "no user with e-mail" in again.stderr
-    back = ok("admin", "create-user", "--email", "gone@example.test", "--password", "pw", "--role", "candidate",
+    back = ok("admin", "create-user", "--email", "gone@example.test", "--password", PASSWORD, "--role", "candidate",
               env=db_env)  # fmt: skip
     assert back["user_id"] != made["user_id"], "the e-mail may come back as a new person"
 
 
 def test_delete_user_refuses_the_last_member_of_a_paying_account(db_env: dict[str, str]) -> None:
-    made = ok("admin", "create-user", "--email", "payer@example.test", "--password", "pw", "--role", "employer",
+    made = ok("admin", "create-user", "--email", "payer@example.test", "--password", PASSWORD, "--role", "employer",
               "--account-name", "Paying", env=db_env)  # fmt: skip
     url = db_env["DATABASE_URL"]
     with psycopg.connect(url) as conn:
@@ -274,7 +290,7 @@ def test_bare_machine_serves_jobs_list_with_an_admin_made_key(
     home = httpx.get(f"{url}/")
     assert home.status_code == 200 and 'href="/docs"' in home.text and 'href="/panel"' in home.text
     print(f"bin/serve with the embedded database answered /healthz after {startup:.2f} s")
-    ok("admin", "create-user", "--email", "e@example.test", "--password", "pw", "--role", "employer", env=env)
+    ok("admin", "create-user", "--email", "e@example.test", "--password", PASSWORD, "--role", "employer", env=env)
     key = ok("admin", "create-api-key", "--email", "e@example.test", "--name", "n", "--scopes", "read:jobs", env=env)
     response = httpx.get(f"{url}/v1/jobs.list", headers=bearer(key["key"]))
     assert response.status_code == 200

@@ -1,4 +1,4 @@
-"""Browsers on other origins (CONTRACT.md §22): preflights, the answers' headers, the token endpoints' public
+"""Browsers on other origins (docs/security.md): preflights, the answers' headers, the token endpoints' public
 clients, and nothing for the panel or the web pages — over HTTP, then in a real browser on two origins."""
 
 from __future__ import annotations

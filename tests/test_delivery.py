@@ -1,4 +1,5 @@
-"""Webhook delivery end to end (CONTRACT.md §7, §12, §14; DESIGN.md §3): events made through the API reach a
+"""Webhook delivery end to end (docs/webhooks.md, docs/decisions.md; docs/architecture.md): events made through the
+API reach a
 real receiver on a loopback port — a customer's, which checks the signature — through the live server's
 in-process worker, with the retry waits and the timeout shrunk. Real time, bounded polling waits, no mocks."""
 

@@ -1,4 +1,4 @@
-"""The calling conventions and error rows of CONTRACT.md §2–3, in the check order of §12."""
+"""The calling conventions and error rows of docs/decisions.md–3, in the check order of §12."""
 
 from __future__ import annotations
 
@@ -102,6 +102,33 @@ def test_a_whole_number_written_as_a_float_is_an_integer(client: httpx.Client, e
         assert client.post("/v1/jobs.list", json={"per_page": wrong}, headers=employer.auth).status_code == 422
 
 
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            {"page": 596809.0},
+            [{"field": "page", "message": "page × per_page may not exceed 10000; narrow the filters"}],
+        ),
+        ({"page": 596809.0, "per_page": 0.0}, [{"field": "per_page", "message": "Expected `int` >= 1."}]),
+        ({"page": 2.0, "per_page": 5.0, "status": "nope"}, None),
+    ],
+)
+def test_an_integral_float_is_judged_as_the_integer_it_is(
+    client: httpx.Client, employer: User, body: dict[str, Any], expected: list[dict[str, str]] | None
+) -> None:
+    """Where `596809.0` is refused, it is for what the integer breaks (a rule across fields, a bound), never as a
+    float: JSON Schema, and so every generated client, counts it as an integer. The same for every procedure,
+    here one with its own parameters beside the paging."""
+    procedure = "jobs.list" if expected else "applications.list"
+    response = client.post(f"/v1/{procedure}", json=body, headers=employer.auth)
+    assert response.status_code == 422 and error_code(response) == "invalid_params"
+    errors = response.json()["error"]["details"]["errors"]
+    if expected:
+        assert errors == expected
+    else:
+        assert [error["field"] for error in errors] == ["status"], "only the bad status, not the floats"
+
+
 def test_a_blank_body_is_not_an_empty_object(client: httpx.Client, employer: User) -> None:
     headers = {**employer.auth, "Content-Type": "application/json"}
     assert client.post("/v1/jobs.list", content=b"", headers=headers).status_code == 200
@@ -128,6 +155,22 @@ def test_insufficient_scope_names_required_and_granted(client: httpx.Client, key
     assert response.status_code == 403
     assert error_code(response) == "insufficient_scope"
     assert response.json()["error"]["details"] == {"required": "write:jobs", "granted": ["read:jobs"]}
+    message = response.json()["error"]["message"]
+    assert "needs the scope write:jobs; these credentials have read:jobs" in message
+    assert "Settings > API keys" in message and "bin/admin create-api-key --scopes write:jobs" in message
+
+
+@pytest.mark.parametrize("sent", ["123", 123])
+def test_a_malformed_id_is_404_saying_what_an_id_looks_like(client: httpx.Client, key: str, sent: object) -> None:
+    """A malformed id names no object (404, as the contract says), and the message says an id is a UUID."""
+    for response in (
+        client.get("/v1/jobs.get", params={"id": str(sent)}, headers=bearer(key)),
+        client.post("/v1/jobs.get", json={"id": sent}, headers=bearer(key)),
+    ):
+        assert response.status_code == 404 and error_code(response) == "not_found"
+        message = response.json()["error"]["message"]
+        assert message.startswith("No such object: id must be an id as this service returns them, a UUID such as")
+        assert "123 is not one" in message.replace('"', "")
 
 
 def test_401_comes_before_415_413_400(client: httpx.Client) -> None:
@@ -232,7 +275,7 @@ def test_paths_outside_the_api_answer_in_the_error_format(client: httpx.Client) 
     assert error_code(response) == "not_found"
 
 
-# --- a credential that changes while the body of a write is still arriving (CONTRACT.md §23) ----------------
+# --- a credential that changes while the body of a write is still arriving (docs/security.md) ----------------
 
 
 class HalfSentPost:
@@ -308,7 +351,7 @@ def test_a_deleted_user_whose_write_body_arrives_late_is_refused(
     assert (status, body["error"]["code"]) == (401, "invalid_api_key")
 
 
-# --- JSON nested too deeply to decode (CONTRACT.md §23) -------------------------------------------------------
+# --- JSON nested too deeply to decode (docs/security.md) -------------------------------------------------------
 
 DEEP_BODIES = [b"[" * 100_000, b'{"a":' * 100_000, b'{"title": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"]
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from playwright.sync_api import expect
+from playwright.sync_api import Locator, Page, expect
 
 from rpc.app import load_registry
 from tests.chromium import browser_page
@@ -22,3 +22,27 @@ def test_the_api_reference_renders_every_procedure_from_here(live: LiveServer) -
         assert operations >= len(list(load_registry())), "every procedure is listed"
     assert watched.console_errors == []
     assert watched.elsewhere == [], "the page loads nothing from another host"
+
+
+def test_try_it_out_starts_from_the_example(live: LiveServer) -> None:
+    """A POST's "Try it out" body is the procedure's example, not generated gibberish; a read's parameters are
+    prefilled from its example too; each procedure is listed once, under its resource's tag."""
+    with browser_page() as watched:
+        page = watched.page
+        page.goto(f"{live.url}/docs")
+        create = operation(page, "jobs.create")
+        create.locator(".opblock-summary").click()
+        create.get_by_role("button", name="Try it out").click()
+        body = create.locator("textarea.body-param__text")
+        expect(body).to_contain_text('"title": "Backend engineer"')
+        listing = operation(page, "jobs.list")
+        listing.locator(".opblock-summary").click()
+        listing.get_by_role("button", name="Try it out").click()
+        expect(listing.locator('tr[data-param-name="q"] input')).to_have_value("engineer")
+        assert page.get_by_text("/v1/jobs.list", exact=True).count() == 1, "one entry, no HEAD or POST twin"
+    assert watched.console_errors == []
+
+
+def operation(page: Page, name: str) -> Locator:
+    """The block of one operation in Swagger UI, found by its path as shown."""
+    return page.locator(".opblock").filter(has=page.get_by_text(f"/v1/{name}", exact=True))

@@ -1,4 +1,5 @@
-"""An external identity provider's JWTs (CONTRACT.md §4, §13): a real JWKS document served over HTTP from a
+"""An external identity provider's JWTs (docs/security.md, docs/operations.md): a real JWKS document served over HTTP
+from a
 local server (RSA and EC keys, fetches counted), users created on first sight, the role claim, the refusals,
 the refetch on an unknown `kid`, and the shared-secret (Supabase-style) mode."""
 
@@ -491,7 +492,7 @@ def test_shared_secret_expired_is_token_expired(secret_api: httpx.Client) -> Non
     assert_refused(me(secret_api, token), "token_expired")
 
 
-# --- the audience is required in production (CONTRACT.md §23) ------------------------------------------------
+# --- the audience is required in production (docs/security.md) ------------------------------------------------
 
 
 @pytest.mark.parametrize("provider", [{"AUTH_JWKS_URL": "https://id.example.test/jwks"}, {"AUTH_JWT_SECRET": SECRET}])

@@ -27,9 +27,23 @@ def test_openapi_lists_every_procedure_with_its_scope(client: httpx.Client) -> N
     assert document["openapi"].startswith("3.")
     for proc in load_registry():
         operation = document["paths"][f"/v1/{proc.name}"]
-        assert set(operation) == ({"post"} if proc.write else {"get", "head", "post"})
-        assert operation["post"]["security"] == [{"bearer": [proc.scope]}, {"oauth2": [proc.scope]}]
-        assert operation["post"]["description"].startswith(proc.doc.splitlines()[0])
+        method = "post" if proc.write else "get"
+        assert set(operation) == {method}, "each procedure is one operation of the reference"
+        described = operation[method]
+        assert described["operationId"] == proc.name
+        assert described["tags"] == [proc.name.split(".")[0]]
+        assert described["security"] == [{s: [scope]} for scope in proc.scopes for s in ("bearer", "oauth2")]
+        assert described["description"].startswith(proc.doc.splitlines()[0])
+        example = dict(proc.params_type.example)
+        if proc.upload:
+            assert set(described["requestBody"]["content"]) == {"multipart/form-data"}
+        elif proc.write:
+            assert described["requestBody"]["content"]["application/json"]["example"] == example
+        else:
+            assert "Also `POST` with the same parameters" in described["description"]
+            shown = {p["name"]: p["example"] for p in described["parameters"] if "example" in p}
+            assert shown == example
+    assert {tag["name"] for tag in document["tags"]} >= {"jobs", "applications", "profile", "billing", "audit"}
     flow = document["components"]["securitySchemes"]["oauth2"]["flows"]["authorizationCode"]
     assert flow["authorizationUrl"].endswith("/oauth/authorize") and flow["tokenUrl"].endswith("/oauth/token")
     assert set(flow["scopes"]) == set(VOCABULARY.scopes)

@@ -1,4 +1,4 @@
-"""Idempotent writes (CONTRACT.md §17): `Idempotency-Key` on every write procedure, through the live server."""
+"""Idempotent writes (docs/security.md): `Idempotency-Key` on every write procedure, through the live server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The built-in identity provider (CONTRACT.md §4, §12, §14): `/auth/login`, `/auth/refresh`, the JWKS
+"""The built-in identity provider (docs/security.md, docs/decisions.md): `/auth/login`, `/auth/refresh`, the JWKS
 document, refresh-token rotation with reuse detection, and the sign-in throttle."""
 
 from __future__ import annotations

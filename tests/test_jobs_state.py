@@ -1,4 +1,4 @@
-"""A rule-based walk over job transitions through HTTP (CONTRACT.md §6, §12, §14): every answer — 200,
+"""A rule-based walk over job transitions through HTTP (docs/decisions.md): every answer — 200,
 409 invalid_transition, 403 forbidden, 404 not_found — is what a small model of the jobs predicts, and the
 public list's exact total follows the published jobs."""
 

@@ -1,4 +1,4 @@
-"""The house's rules (DESIGN.md §1), read from the source: imports point one way and never in a circle, and the
+"""The house's rules (docs/architecture.md), read from the source: imports point one way and never in a circle, and the
 installed package holds no benchmark code."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Outgoing e-mail (CONTRACT.md §19): STARTTLS with a certificate trusted only through SSL_CERT_FILE, refused
+"""Outgoing e-mail (docs/people.md): STARTTLS with a certificate trusted only through SSL_CERT_FILE, refused
 without it, retried until the server answers, given up after the last wait, `.eml` files without SMTP_URL, and
 written in the transaction of the change it announces."""
 

@@ -1,4 +1,4 @@
-"""The OAuth 2.0 authorization server (CONTRACT.md §8, §12; RFC 6749, 7636, 7009, 8414, 9068, 9700), driven
+"""The OAuth 2.0 authorization server (docs/oauth.md, docs/decisions.md; RFC 6749, 7636, 7009, 8414, 9068, 9700), driven
 like a third-party application and a person with a browser would: authorize, sign in, consent, exchange,
 refresh, revoke — every redirect looked at, every form read from the page."""
 
@@ -107,7 +107,7 @@ def confidential_app(admin: Admin, developer: User) -> App:
 
 def signed_in(live: LiveServer, user: User) -> Browser:
     browser = Browser(live.url)
-    assert location(browser.sign_in(user)) == "/web/apps"
+    assert location(browser.sign_in(user)) == "/web"
     return browser
 
 
@@ -246,7 +246,8 @@ def test_public_client_with_pkce(
     shown = text(page)
     assert "Test app" in shown
     assert "read:profile" in shown and "See your profile: name, e-mail, role and account." in shown
-    assert "read:jobs" in shown and "See job postings, including your account's drafts." in shown
+    assert "read:jobs" in shown and "See published job postings." in shown, "a candidate's read:jobs"
+    assert "drafts" not in shown, "a candidate has none: an employer's sentence would mislead"
     assert "which your role cannot grant" in shown, "write:jobs is not a candidate's to give"
     consent = form(page, "/oauth/authorize")
     assert consent.value("csrf_token")

@@ -1,4 +1,4 @@
-"""The transactional outbox (CONTRACT.md §6, §7): every job change and its event commit together, and a
+"""The transactional outbox (docs/decisions.md, docs/webhooks.md): every job change and its event commit together, and a
 refused or rolled-back change leaves no event."""
 
 from __future__ import annotations

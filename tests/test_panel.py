@@ -1,4 +1,5 @@
-"""The management panel (`/panel`, CONTRACT.md §1, §4, §7, §14) through the live server, the way a browser uses it:
+"""The management panel (`/panel`, docs/decisions.md, docs/security.md, docs/webhooks.md) through the live server,
+the way a browser uses it:
 pages fetched with the session cookie, forms parsed from the HTML (hidden fields, checked boxes and radios, text
 areas, the pressed button) and posted form-encoded. Every action is covered, with CSRF refusal, errors next to
 the field, another account's objects (404), secrets shown once and never in a URL, and the security headers."""
@@ -714,7 +715,7 @@ def test_endpoint_errors_are_shown_next_to_the_field(
 def test_production_refuses_endpoints_on_private_addresses(
     databases: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """The SSRF rules of production (CONTRACT.md §7), shown next to the URL field. Behind a TLS-terminating proxy
+    """The SSRF rules of production (docs/webhooks.md), shown next to the URL field. Behind a TLS-terminating proxy
     the cookies are `Secure` and `__Host-`, so this client carries them by hand over the loopback."""
     database = databases.copy()
     settings = settings_for(
@@ -931,6 +932,9 @@ def test_reveal_and_rotate_the_secret(browser_of: Any, admin: Admin, owner: User
     browser = browser_of(owner)
     endpoint_id, secret = create_endpoint(browser, receiver.hook().url)
     page = open_page(browser, f"/panel/webhooks/{endpoint_id}")
+    explained = " ".join(text(page).split())
+    assert "The Standard Webhooks headers" in explained and "X-Service-Signature is the hex" in explained
+    assert "You can reveal the secret again here" in explained, "as the README says"
     revealed = submit(browser, page, f"/panel/webhooks/{endpoint_id}/secret")
     assert revealed.status_code == 200 and revealed.headers["Cache-Control"] == "no-store"
     assert element_value(revealed, "signing-secret") == secret
@@ -1256,7 +1260,7 @@ def test_renaming_an_app_and_narrowing_its_scopes_reach_existing_tokens(
     assert client.get("/v1/profile.me", headers=bearer(access)).status_code == 401, "and widening brings nothing back"
 
 
-# --- caps on what an account may create (CONTRACT.md §23) -------------------------------------------------------
+# --- caps on what an account may create (docs/security.md) -------------------------------------------------------
 
 
 def form_error(page: httpx.Response) -> str:

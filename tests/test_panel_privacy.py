@@ -1,4 +1,4 @@
-"""The panel's share of CONTRACT.md §20 through the live server: Settings > Audit log (the account's entries
+"""The panel's share of docs/privacy.md through the live server: Settings > Audit log (the account's entries
 newest first, filters, "Older" pages, the roles of `audit.list`, one account only) and the profile page's
 "Download my data" (`profile.export`'s document as a file, audited, behind CSRF)."""
 
@@ -16,7 +16,9 @@ import httpx
 import pytest
 
 from rpc.audit import log as audit_log
+from rpc.ops import admin as ops
 from rpc.panel import audit_log as audit_page
+from rpc.panel.audit_labels import short_agent
 from tests.browser import Browser
 from tests.support import Admin, LiveServer, User, ok
 from tests.test_panel import open_page, signed_in, submit, text
@@ -59,6 +61,11 @@ def older(page: httpx.Response) -> str | None:
     return html.unescape(link.group(1)) if link else None
 
 
+def target_ids(page: httpx.Response) -> list[str]:
+    """The ids of the targets shown by what they are (each in its label's title)."""
+    return re.findall(r'<span class="target" title="([^"]+)"', page.text)
+
+
 def actions(page: httpx.Response) -> list[str]:
     return [row[2] for row in rows(page)]
 
@@ -78,13 +85,54 @@ def test_the_log_shows_the_accounts_entries_newest_first(browser_of: Any, admin:
     shown = rows(page)
     assert [row[2] for row in shown] == ["api_key.revoked", "api_key.created", "signin.succeeded", "plan.changed"]
     assert foreign not in page.text, "another account's entries stay there"
-    revoked, _, signin, _ = shown
-    assert revoked[1] == "operator" and revoked[3] == key["id"]
-    assert signin[1] == f"user {owner.email} {owner.user_id}", "a member's e-mail with their id"
-    assert signin[3] == owner.user_id and signin[4] == "127.0.0.1" and signin[5].startswith("python-httpx/")
+    revoked, _, signin, plan = shown
+    assert revoked[1] == "operator" and revoked[3] == "key “test key”", "a target is shown as what it is"
+    assert f'title="{key["id"]}">key “test key”' in page.text.replace("&#34;", '"'), "its id in the title"
+    assert signin[1] == f"user {owner.email}", "a member's e-mail"
+    assert f'<span title="{owner.user_id}">{owner.email}</span>' in page.text, "with their id in the title"
+    assert signin[3] == owner.email and signin[4] == "127.0.0.1" and signin[5].startswith("python-httpx/")
+    account = admin.sql("SELECT name FROM accounts WHERE id = %(a)s", {"a": owner.account_id})[0]["name"]
+    assert plan[3] == f"account “{account}”"
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", signin[0])
     options = re.findall(r'<option value="([^"]*)"', page.text)
     assert options == ["", *sorted(audit_log.ACTIONS)], "the action filter offers every action of §20"
+
+
+def test_endpoints_and_invitations_are_shown_by_their_url_and_e_mail(browser_of: Any, admin: Admin) -> None:
+    owner = admin.user("employer")
+    endpoint = admin.webhook(owner, "https://hooks.example.com/hire", ["job.published"])
+    admin.run(ops.invite, admin.settings, inviter_email=owner.email, invitee="new.colleague@example.com")
+    page = log_of(browser_of(owner))
+    targets = {row[2]: row[3] for row in rows(page)}
+    assert targets["webhook.created"] == "https://hooks.example.com/hire", endpoint["id"]
+    assert targets["member.invited"] == "invitation of new.colleague@example.com"
+
+
+@pytest.mark.parametrize(
+    ("agent", "shown"),
+    [
+        (
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36",
+            "Chrome 120 on Linux",
+        ),
+        (
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 "
+            "Safari/537.36 Edg/120.0.2210.91",
+            "Edge 120 on Windows",
+        ),
+        ("Mozilla/5.0 (Macintosh; Intel Mac OS X 14.2; rv:121.0) Gecko/20100101 Firefox/121.0", "Firefox 121 on macOS"),
+        (
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 17_2 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+            "Version/17.2 Mobile/15E148 Safari/604.1",
+            "Safari 17 on iOS",
+        ),
+        ("curl/8.5.0", "curl/8.5.0"),
+        ("python-httpx/0.27.0", "python-httpx/0.27.0"),
+        (None, "—"),
+    ],
+)
+def test_user_agents_are_shortened(agent: str | None, shown: str) -> None:
+    assert short_agent(agent) == shown
 
 
 def test_filters_narrow_the_log_and_older_pages_walk_it_once(
@@ -98,7 +146,7 @@ def test_filters_narrow_the_log_and_older_pages_walk_it_once(
     seen, page = [], log_of(browser, action="api_key.created")
     while True:
         assert set(actions(page)) == {"api_key.created"}
-        seen += [row[3] for row in rows(page)]
+        seen += target_ids(page)
         link = older(page)
         if link is None:
             break
@@ -151,7 +199,7 @@ def test_a_platform_admin_sees_only_their_own_account_here(browser_of: Any, admi
     foreign = admin.api_key(other)["id"]
     own = admin.api_key(operator)["id"]
     page = log_of(browser_of(operator), action="api_key.created")
-    assert [row[3] for row in rows(page)] == [own]
+    assert target_ids(page) == [own]
     assert foreign not in page.text
 
 

@@ -1,4 +1,5 @@
-"""PayTR's notifications over real HTTP (CONTRACT.md §9, §12 Money): the hash against an independent stdlib
+"""PayTR's notifications over real HTTP (docs/billing.md, docs/decisions.md Money): the hash against an independent
+stdlib
 implementation, refusals that change nothing, every outcome of a valid notification, the audit trail, and 50
 concurrent copies of one notification."""
 
@@ -393,7 +394,7 @@ def test_an_unconfigured_provider_asks_to_be_retried(
     assert audit(admin, oid) == ["not_configured"]
 
 
-# --- what anyone could send (CONTRACT.md §23) -------------------------------------------------------------------
+# --- what anyone could send (docs/security.md) -------------------------------------------------------------------
 
 
 def test_junk_of_an_invalid_notification_is_not_stored_whole(client: httpx.Client, admin: Admin) -> None:

@@ -1,4 +1,4 @@
-"""People (CONTRACT.md §19): sign-up, e-mail verification, password reset and change, through a real SMTP
+"""People (docs/people.md): sign-up, e-mail verification, password reset and change, through a real SMTP
 server (aiosmtpd) and by following the links of the messages it received."""
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def token_of(link: str) -> str:
 
 def users_with(admin: Admin, email: str) -> list[dict[str, Any]]:
     return admin.sql(
-        "SELECT id::text AS id, account_id::text AS account_id, role FROM users WHERE email = %(e)s", {"e": email}
+        "SELECT id::text AS id, account_id::text AS account_id, role, display_name FROM users WHERE email = %(e)s",
+        {"e": email},
     )
 
 
@@ -133,6 +134,22 @@ def test_signing_up_again_never_changes_who_can_sign_in(client: httpx.Client, sm
     assert follow_link(client, smtp.inbox.wait_for(other, count=2).link()).status_code == 200
     refused(login(client, other, "the first password here"), 401, "invalid_credentials")
     assert login(client, other, "the second password here").status_code == 200
+
+
+def test_an_earlier_sign_up_decides_neither_the_role_nor_the_account_of_whoever_follows_a_later_link(
+    client: httpx.Client, smtp: SmtpServer, admin: Admin
+) -> None:
+    """Someone signs up first with another's address as an employer of "Evil Corp"; the address's owner signs up
+    as a candidate and follows their own link: they are the candidate they asked to be, in an account of theirs."""
+    email = new_email()
+    sign_up(client, email, password="an intruder's password", role="employer", account_name="Evil Corp",
+            display_name="CEO")  # fmt: skip
+    sign_up(client, email, password="the owner's own password", role="candidate", display_name="Grace")
+    assert follow_link(client, smtp.inbox.wait_for(email, count=2).link()).status_code == 200
+    [user] = users_with(admin, email)
+    assert (user["role"], user["display_name"]) == ("candidate", "Grace")
+    account = admin.sql("SELECT name FROM accounts WHERE id = %(a)s", {"a": user["account_id"]})[0]
+    assert account["name"] == email, "a candidate's account is named by the address, never by the first sign-up"
 
 
 def test_a_link_sent_again_confirms_and_asks_for_a_password(

@@ -1,4 +1,4 @@
-"""profile.export, profile.delete, bin/admin delete-user, audit.list and retention (CONTRACT.md §20)."""
+"""profile.export, profile.delete, bin/admin delete-user, audit.list and retention (docs/privacy.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, ok, refused
 from tests.test_oauth import App, oauth_error, refresh, register, tokens
 
 Call = Callable[..., httpx.Response]
-EXPORT_KEYS = {"profile", "applications", "api_keys", "oauth_grants", "sessions", "audit"}
+EXPORT_KEYS = {"profile", "applications", "files", "api_keys", "oauth_grants", "sessions", "audit"}
 ENTRY_KEYS = {"id", "at", "actor_id", "actor_kind", "action", "target_id", "client_address", "user_agent"}
 
 
@@ -484,7 +484,7 @@ def test_retention_settings_are_read_and_checked() -> None:
     settings = Settings.from_env(env)
     assert settings.section("RETENTION_", RetentionSettings) == RetentionSettings(7, 90)
     defaults = Settings.from_env({"SERVICE_SECRET_KEY": "x" * 44}).section("RETENTION_", RetentionSettings)
-    assert (defaults.webhook_days, defaults.application_days) == (30, 730)  # CONTRACT.md §20
+    assert (defaults.webhook_days, defaults.application_days) == (30, 730)  # docs/privacy.md
     with pytest.raises(SettingsError):
         Settings.from_env({**env, "RETENTION_WEBHOOK_DAYS": "0"}).section("RETENTION_", RetentionSettings)
 

@@ -1,4 +1,4 @@
-"""profile.me and profile.update through HTTP (CONTRACT.md §5, §12)."""
+"""profile.me and profile.update through HTTP (docs/decisions.md)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ PROFILE_KEYS = {
     "headline",
     "location",
     "bio",
+    "resume",
     "created_at",
     "updated_at",
 }

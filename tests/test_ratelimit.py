@@ -1,8 +1,9 @@
-"""Per-account request budgets (CONTRACT.md §10, §12): which calls count, the headers, shared counters."""
+"""Per-account request budgets (docs/decisions.md): which calls count, the headers, shared counters."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -50,6 +51,24 @@ def test_the_61st_call_in_a_minute_is_429_with_retry_after(client: httpx.Client,
     assert error_code(refused) == "rate_limited"
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
     assert quota(refused)[:2] == (60, 0)
+    error = refused.json()["error"]
+    details = error["details"]
+    assert details["window"] == "minute" and details["limit"] == 60 and details["plan"] == "free"
+    assert details["upgrade_to"] == "pro" and details["retry_after"] == int(refused.headers["Retry-After"])
+    reset = dt.datetime.fromisoformat(details["reset_at"]).timestamp()
+    assert reset == quota(refused)[2], "the reset the headers name"
+    assert error["message"].startswith("The account's free plan allows 60 calls a minute, and they are used up;")
+    assert details["reset_at"] in error["message"] and "The pro plan allows 300 a minute" in error["message"]
+
+
+def test_development_raises_the_free_plans_budget_only(database: str, admin: Admin, tmp_path: Path) -> None:
+    """On a local install (SERVICE_ENV=development) the free plan allows ten times more; the others, and every
+    plan outside development, stay as sold."""
+    free, pro = admin.user("employer", plan="free"), admin.user("employer", plan="pro")
+    developing = settings_for(database, SERVICE_ENV="development", DATA_DIR=str(tmp_path))
+    with LiveServer(developing) as live, live.client() as client:
+        assert quota(client.get("/v1/jobs.list", headers=free.auth))[:2] == (600, 599)
+        assert quota(client.get("/v1/jobs.list", headers=pro.auth))[:2] == (300, 299)
 
 
 def test_a_plan_change_takes_effect_on_the_next_request(client: httpx.Client, free: User, admin: Admin) -> None:
@@ -135,6 +154,9 @@ def test_the_day_window_is_reported_when_it_is_tighter(redis_server: tuple[LiveS
         refused = client.get("/v1/jobs.list", headers=user.auth)
         assert refused.status_code == 429
         assert int(refused.headers["Retry-After"]) > 23 * 3600
+        details = refused.json()["error"]["details"]
+        assert (details["window"], details["limit"], details["upgrade_to"]) == ("day", 1000, "pro")
+        assert "allows 1,000 calls a day" in refused.json()["error"]["message"]
     assert asyncio.run(_minute_left(redis_url, user.account_id)) == 50, "the refused call gave its minute back"
 
 
@@ -169,6 +191,9 @@ def _serve(port: int, database_url: str, data_dir: Path, redis_url: str) -> subp
         "SERVICE_SECRET_KEY": TEST_SECRET_KEY,
         "RATE_LIMIT_STORAGE": redis_url,
         "DATA_DIR": str(data_dir),
+        # One service behind two ports (as behind a proxy): the issuer of the tests' tokens, and the plans as sold.
+        "PUBLIC_URL": settings_for(database_url).public_url,
+        "SERVICE_ENV": "test",
     }
     command = [sys.executable, str(ROOT / "bin" / "serve"), "--port", str(port), "--no-worker"]
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

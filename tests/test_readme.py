@@ -42,12 +42,12 @@ def shell_blocks(path: Path, heading: str) -> list[str]:
 def served(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
     """`bin/serve` on a free port, and the environment the pasted commands run in (the same database)."""
     port = free_port()
+    unset = ("DATABASE_URL", "TEST_DATABASE_URL", "PUBLIC_URL")  # PUBLIC_URL: bin/serve's default, from --port
     env = {
-        **{name: value for name, value in os.environ.items() if name not in ("DATABASE_URL", "TEST_DATABASE_URL")},
+        **{name: value for name, value in os.environ.items() if name not in unset},
         "DATABASE_URL": databases.copy(),
         "DATA_DIR": str(tmp_path_factory.mktemp("readme")),
         "SERVICE_SECRET_KEY": TEST_SECRET_KEY,
-        "PUBLIC_URL": f"http://127.0.0.1:{port}",
         # `python3` and `bin/*` of the pasted commands run in this virtualenv, as they would in the project's.
         "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
     }
@@ -152,3 +152,104 @@ def test_the_oauth_walkthrough_runs_as_pasted(served: tuple[str, dict[str, str]]
     assert waiting.returncode == 0, f"stdout:\n{out}\nstderr:\n{err}"
     assert "ada@example.com" in out.splitlines(), "the app read the person's profile"
     assert '"access_token"' in out, "the refresh gave a new pair"
+
+
+# --- the first hour: another port, the first page after signing in, "Try it out" --------------------------------
+
+
+def test_serve_on_another_port_points_everything_there(served: tuple[str, dict[str, str]]) -> None:
+    """`bin/serve --port N` without PUBLIC_URL: the document's server, the OAuth issuer and the panel's links are
+    at port N, not 8000."""
+    url, _ = served
+    assert httpx.get(f"{url}/openapi.json").json()["servers"] == [{"url": url}]
+    metadata = httpx.get(f"{url}/.well-known/oauth-authorization-server").json()
+    assert metadata["issuer"] == url and metadata["token_endpoint"] == f"{url}/oauth/token"
+
+
+def test_serve_on_a_busy_port_says_so_in_one_line(served: tuple[str, dict[str, str]]) -> None:
+    url, env = served
+    port = url.rsplit(":", 1)[1]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bin" / "serve"), "--port", port],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert done.stdout == "", "no banner"
+    assert (
+        done.stderr
+        == f"error: port {port} on 127.0.0.1 is in use (another bin/serve?): stop that, or choose another --port\n"
+    )
+
+
+def test_serve_help_describes_host_and_port() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bin" / "serve"), "--help"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "the address to listen on" in done.stdout and "the port to listen on" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("role", "landing", "heading"),
+    [("employer", "/panel", "First Hour Ltd"), ("candidate", "/panel/profile", "Profile")],
+)
+def test_signing_in_lands_on_a_page_of_ones_own(
+    served: tuple[str, dict[str, str]], role: str, landing: str, heading: str
+) -> None:
+    url, env = served
+    email = f"first-hour-{role}@example.com"
+    made = run(
+        f"bin/admin create-user --email {email} --password 'a first hour password' --role {role}"
+        " --account-name 'First Hour Ltd'",
+        env,
+        ROOT,
+    )
+    assert made.returncode == 0, made.stderr
+    browser = Browser(url)
+    try:
+        signed_in = browser.sign_in(User("", "", email, "a first hour password", role, ""))
+        assert location(signed_in) == "/web"
+        first = browser.follow(signed_in)
+        assert location(first) == landing
+        page = browser.follow(first)
+        assert page.status_code == 200 and f"<h1>{heading}</h1>" in page.text
+    finally:
+        browser.close()
+
+
+def test_docs_try_it_out_sends_the_example_of_jobs_create(served: tuple[str, dict[str, str]]) -> None:
+    """What "Try it out" of `POST /v1/jobs.create` at `/docs` sends as it stands: the document's example, which
+    the service takes (a draft, seen by its account only)."""
+    url, env = served
+    assert httpx.get(f"{url}/docs").status_code == 200
+    operation = httpx.get(f"{url}/openapi.json").json()["paths"]["/v1/jobs.create"]["post"]
+    example = operation["requestBody"]["content"]["application/json"]["example"]
+    assert example["title"] == "Backend engineer"
+    made = run(
+        "bin/admin create-user --email try-it-out@example.com --password 'a try it out password' --role employer"
+        " && bin/admin create-api-key --email try-it-out@example.com --name docs --scopes write:jobs",
+        env,
+        ROOT,
+    )
+    assert made.returncode == 0, made.stderr
+    key = json.loads(made.stdout.splitlines()[-1])["key"]
+    answer = httpx.post(f"{url}/v1/jobs.create", json=example, headers={"Authorization": f"Bearer {key}"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["result"] | example == answer.json()["result"], "the job is the example"
+
+
+MARKDOWN_NAME = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
+
+
+def test_every_document_a_text_names_is_in_the_repository() -> None:
+    """README, docs, commands' help and code point only at documents a clone has (what the service promises is in
+    docs/, not in a file a user does not get)."""
+    texts = [ROOT / "README.md", *ROOT.glob("docs/*.md"), *(p for p in ROOT.glob("bin/*") if p.is_file())]
+    texts += [*ROOT.glob("rpc/**/*.py"), *ROOT.glob("rpc/**/*.html"), *ROOT.glob("procedures/**/*.*")]
+    missing = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in texts
+        if path.suffix in ("", ".md", ".py", ".html")
+        for name in MARKDOWN_NAME.findall(path.read_text())
+        if not (ROOT / name).exists() and not (path.parent / name).exists()
+    ]
+    assert missing == []

@@ -1,6 +1,6 @@
 """Remembered credentials (rpc/auth/remembered.py): a credential seen before saves its parsing and signature
 check, yet every use runs its lookup in the database before anything else, so revocation and every change to
-the principal act at once (CONTRACT.md §12), whatever the call would have answered."""
+the principal act at once (docs/decisions.md), whatever the call would have answered."""
 
 from __future__ import annotations
 

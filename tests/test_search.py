@@ -1,4 +1,4 @@
-"""`jobs.search` through HTTP, sentence by sentence of CONTRACT.md §15: syntax, prefix, folding, word forms,
+"""`jobs.search` through HTTP, sentence by sentence of docs/search.md: syntax, prefix, folding, word forms,
 fields, relevance, sorting, filters, exact totals and facets, cursors."""
 
 from __future__ import annotations
@@ -456,7 +456,7 @@ def test_pages_follow_the_cursor_to_the_end(call: Call, searcher: User, corpus: 
 
 
 def test_cursors_have_no_depth_limit(admin: Admin, employer: User, call: Call, word: str) -> None:
-    """Past the 10,000 rows that page numbers may reach in jobs.list (CONTRACT.md §14): 101 pages of 100, every
+    """Past the 10,000 rows that page numbers may reach in jobs.list (docs/decisions.md): 101 pages of 100, every
     match once, in the order of equal relevance (newest first, then by id)."""
     rows = admin.sql(
         "INSERT INTO jobs (account_id, title, company, location, status, published_at)"
@@ -604,7 +604,7 @@ def test_following_next_cursor_visits_every_match_once(
     assert [page["page"] for page in pages] == list(range(1, len(pages) + 1))
 
 
-# -- Remembered answers stay exact (CONTRACT.md §21) ---------------------------------------------------------
+# -- Remembered answers stay exact (docs/benchmarks.md) ---------------------------------------------------------
 
 
 def test_a_remembered_answer_never_hides_a_committed_change(

@@ -1,4 +1,4 @@
-"""Where a production deployment may send webhooks (CONTRACT.md §7): `https` only, to globally routable
+"""Where a production deployment may send webhooks (docs/webhooks.md): `https` only, to globally routable
 addresses, checked when an endpoint is created and again at every attempt against the address connected to;
 redirects are never followed."""
 

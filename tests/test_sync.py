@@ -1,4 +1,4 @@
-"""Incremental sync (CONTRACT.md §16): `jobs.changes` and `applications.changes` never skip a change, also
+"""Incremental sync (docs/sync.md): `jobs.changes` and `applications.changes` never skip a change, also
 when transactions commit in another order than they began; cursors are opaque and bound to their feed; each
 caller sees what they may see."""
 

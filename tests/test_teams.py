@@ -1,4 +1,4 @@
-"""Teams (CONTRACT.md §19): Settings > Team, invitations mailed through a real SMTP server and accepted by
+"""Teams (docs/people.md): Settings > Team, invitations mailed through a real SMTP server and accepted by
 following their link, `bin/admin invite`, and removal, after which every credential of the removed member stops
 on its very next request."""
 

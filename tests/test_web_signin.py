@@ -1,4 +1,5 @@
-"""The web sign-in (CONTRACT.md §8, §14): the form, server-side sessions and their cookie, CSRF on every form,
+"""The web sign-in (docs/oauth.md, docs/decisions.md): the form, server-side sessions and their cookie, CSRF on every
+form,
 sign-out, local-only `?next=`, brute-force throttling, and the authorized-apps page behind it."""
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def test_sign_in_page_has_the_stable_form(browser: Browser) -> None:
     signin = form(page, "/web/signin")
     assert {"email", "password", "csrf_token", "next"} <= signin.names()
     assert signin.value("csrf_token")
-    assert signin.value("next") == "/web/apps"
+    assert signin.value("next") == "/web", "without next: the landing that knows who you are"
 
 
 def test_pages_carry_security_headers(browser: Browser) -> None:
@@ -116,9 +117,26 @@ def test_signing_in_again_ends_the_replaced_session(
     first = set_cookies(browser.submit(first_tab, "/web/signin", fill=fill))["hire_session"].value
     fill = {"email": employer.email, "password": employer.password}
     answer = browser.submit(second_tab, "/web/signin", fill=fill)
-    assert location(answer) == "/web/apps"
+    assert location(answer) == "/web"
     assert admin.sql("SELECT 1 FROM web_sessions WHERE token_hash = %(h)s", {"h": stored(first)}) == []
     assert employer.email in text(browser.get("/web/apps"))
+
+
+@pytest.mark.parametrize(
+    ("who", "landing", "shown"), [("employer", "/panel", "Overview"), ("candidate", "/panel/profile", "Profile")]
+)
+def test_sign_in_without_next_lands_on_a_page_of_ones_own(
+    browser: Browser, request: pytest.FixtureRequest, who: str, landing: str, shown: str
+) -> None:
+    """No dead end: an employer lands on the panel, a candidate on their profile, from the form or from `/web`
+    (where the "e-mail confirmed" page's sign-in leads too)."""
+    user: User = request.getfixturevalue(who)
+    assert location(browser.get("/web")) == "/web/signin?next=%2Fweb", "signed out: the form first"
+    assert location(browser.sign_in(user)) == "/web"
+    assert location(browser.get("/web")) == landing
+    assert location(browser.get("/web/signin")) == "/web", "signed in: straight on"
+    page = browser.get(landing)
+    assert page.status_code == 200 and shown in text(page)
 
 
 def test_signed_in_browser_skips_the_form(browser: Browser, employer: User) -> None:
@@ -142,7 +160,7 @@ def test_email_is_matched_case_insensitively(browser: Browser, candidate: User) 
     answer = browser.submit(
         page, "/web/signin", fill={"email": candidate.email.upper(), "password": candidate.password}
     )
-    assert location(answer) == "/web/apps"
+    assert location(answer) == "/web"
 
 
 @pytest.mark.parametrize(
@@ -150,7 +168,7 @@ def test_email_is_matched_case_insensitively(browser: Browser, candidate: User) 
     ["https://evil.example/", "//evil.example/x", "/\\evil.example", "javascript:alert(1)", "evil", "/%0a/x\n"],
 )
 def test_next_returns_only_to_local_paths(browser: Browser, candidate: User, target: str) -> None:
-    assert location(browser.sign_in(candidate, target)) == "/web/apps"
+    assert location(browser.sign_in(candidate, target)) == "/web"
 
 
 def test_next_keeps_a_local_path_with_its_query(browser: Browser, candidate: User) -> None:

@@ -1,4 +1,4 @@
-"""The crash drill (CONTRACT.md §7): delivery is at least once and survives a crash of any process at any moment.
+"""The crash drill (docs/webhooks.md): delivery is at least once and survives a crash of any process at any moment.
 
 2,000 events for one endpoint; `bin/worker --concurrency 10` delivers them and is killed with SIGKILL twice
 while it does, and started again each time; and again with `--concurrency 64` and the endpoint's share raised to

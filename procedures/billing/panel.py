@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from starlette.responses import Response
 from starlette.routing import Route
 
+from procedures.billing.provider import PayTRSettings
 from procedures.billing.subscriptions import BILLING_ROLES, Buyer, open_checkout
 from procedures.vocabulary import PLANS
 from rpc.auth.routes import client_address
@@ -38,6 +39,12 @@ _INVOICES = """
 SELECT id::text AS id, number, amount, currency, issued_at
 FROM invoices WHERE account_id = %(account_id)s ORDER BY issued_at DESC, id DESC LIMIT %(limit)s
 """
+NO_PROVIDER = (
+    "No payment provider is configured on this server, so there is no payment page to open, and nothing was "
+    "created. To take payments, set PAYTR_MERCHANT_ID, PAYTR_MERCHANT_KEY and PAYTR_MERCHANT_SALT (see "
+    "docs/billing.md) and restart. To change this account's plan without a payment (a local install, a "
+    "trial), an operator runs: bin/admin set-plan --email <your e-mail> --plan pro"
+)
 RETURNS = {
     "ok": "Thank you: the payment provider accepted your payment. Your plan changes as soon as the provider "
     "confirms it to us, usually within a minute; reload this page to see it.",
@@ -82,6 +89,8 @@ async def upgrade(panel: Panel) -> Response:
     plan = panel.field("plan")
     if plan not in PLANS or not PLANS[plan].price:
         return await _billing(panel, status=400, error="Choose one of the paid plans.")
+    if not PayTRSettings.of(panel.services.settings).configured:  # a pending checkout nobody could ever pay
+        return await _billing(panel, status=409, error=NO_PROVIDER)
     buyer = Buyer(user_id=panel.user.user_id, account_id=panel.account_id, address=client_address(panel.request))
 
     @contextlib.asynccontextmanager
@@ -96,8 +105,7 @@ async def upgrade(panel: Panel) -> Response:
     except Unavailable:
         error = "The payment provider did not answer. Nothing was charged or kept; try again in a minute."
         return await _billing(panel, status=503, error=error)
-    if subscribed.checkout is None:
-        return redirect("/panel/billing?notice=checkout_without_provider")
+    assert subscribed.checkout is not None, "a configured provider opens a payment page or raises"
     async with panel.conn.transaction():
         token = await reveals.keep(panel, "checkout", subscribed.payment.id, subscribed.checkout.url)
     return redirect(f"/panel/billing?reveal={token}")

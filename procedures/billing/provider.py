@@ -7,7 +7,7 @@ Checkout: `POST PAYTR_API_URL` (the get-token call) with the order and
                                      + merchant_salt))
 answered `{"status": "success", "token": T}`; the buyer pays at https://www.paytr.com/odeme/guvenli/T.
 
-Notification (`POST /api/webhooks/paytr`, CONTRACT.md §9):
+Notification (`POST /api/webhooks/paytr`, docs/billing.md):
     hash = Base64(HMAC-SHA256(merchant_key, merchant_oid + merchant_salt + status + total_amount))
 Only these four signed fields decide anything; `failed_reason_msg` and `failed_reason_code` are unsigned and
 kept as information. PayTR repeats a notification until it is answered with the plain text `OK`.
@@ -65,6 +65,11 @@ class PayTRSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             raise SettingsError("PAYTR_TIMEOUT must be between 0 and 60 seconds")
         return paytr
 
+    @property
+    def configured(self) -> bool:
+        """Whether checkouts can be opened: all three merchant credentials are set."""
+        return bool(self.merchant_id and self.merchant_key and self.merchant_salt)
+
 
 def sign(key: str, message: str) -> str:
     """Base64(HMAC-SHA256(key, message)), PayTR's signature of both directions."""
@@ -81,7 +86,7 @@ async def checkout(http: httpx.AsyncClient, settings: Settings, order: Order) ->
     The provider failing or not answering within PAYTR_TIMEOUT (the whole exchange) is `503 unavailable`."""
     paytr = PayTRSettings.of(settings)
     merchant_id, key, salt = paytr.merchant_id, paytr.merchant_key, paytr.merchant_salt
-    if not (merchant_id and key and salt):
+    if not (paytr.configured and merchant_id and key and salt):  # (the names, narrowed for the type checker)
         return None
     basket = [[order.description, major_units(order.amount), 1]]
     form = {

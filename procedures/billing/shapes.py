@@ -4,12 +4,13 @@ order for the provider's payment page, and the provider's verified notice about 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from procedures.common import Id
+from procedures.common import EXAMPLE_ID, Id
 from rpc.core.envelope import Params, Struct
 
 SubscriptionStatus = Literal["pending", "active", "cancelled", "expired", "failed"]
@@ -99,9 +100,13 @@ class Subscribed(Struct, frozen=True, kw_only=True):
 class CreateSubscription(Params, frozen=True, kw_only=True):
     plan: PaidPlan
 
+    example: ClassVar[Mapping[str, Any]] = {"plan": "pro"}
+
 
 class Ref(Params, frozen=True, kw_only=True):
     id: Id
+
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID}
 
 
 class PaymentEvent(Struct, frozen=True, kw_only=True):

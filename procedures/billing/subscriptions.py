@@ -48,7 +48,7 @@ T = TypeVar("T", bound=msgspec.Struct)
 
 PROVIDER = "paytr"
 BILLING_ROLES: tuple[Role, ...] = ("employer", "admin")
-MAX_WAITING_CHECKOUTS = 2  # per account (CONTRACT.md §23)
+MAX_WAITING_CHECKOUTS = 2  # per account (docs/security.md)
 WAITING_MARGIN_SECONDS = 5
 _OID_ALPHABET = string.ascii_letters + string.digits
 _OID_PREFIX = "HIRE"

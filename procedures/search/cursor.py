@@ -1,5 +1,5 @@
 """The opaque cursor of `jobs.search`: where the previous page stopped, which page it was, and the query it
-belongs to (CONTRACT.md §15).
+belongs to (docs/search.md).
 
 A cursor is signed (`rpc.core.cursor`), and checked for shape and for its query, so that a cursor used with
 another query is a clear `422`, never a silently wrong page.

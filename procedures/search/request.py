@@ -4,8 +4,9 @@ same for the answer from the index and the one from PostgreSQL."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -40,6 +41,15 @@ class SearchJobs(Params, frozen=True, kw_only=True):
     # None when left out, so that a cursor asked with `facets=false` and followed without it is refused, as
     # every parameter left out is (docs/search.md).
     facets: bool | None = None
+
+    example: ClassVar[Mapping[str, Any]] = {
+        "q": 'python -java "remote friendly"',
+        "location": "Berlin",
+        "employment_type": "full_time",
+        "sort": "relevance",
+        "per_page": 20,
+        "facets": True,
+    }
 
 
 class SearchPage(Struct, frozen=True, kw_only=True):

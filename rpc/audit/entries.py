@@ -1,4 +1,4 @@
-"""Reading the audit log (CONTRACT.md §20): an account's entries newest first, filtered, a page at a time.
+"""Reading the audit log (docs/privacy.md): an account's entries newest first, filtered, a page at a time.
 
 One query behind both readers — the `audit.list` procedure and the panel's Settings > Audit log — so that they
 filter, order and page alike. A cursor is opaque to its reader: the id to continue below, bound to the query it

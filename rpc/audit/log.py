@@ -1,4 +1,4 @@
-"""The audit log (CONTRACT.md §20): who did what to which object of which account, from where.
+"""The audit log (docs/privacy.md): who did what to which object of which account, from where.
 
 `record` is the only writer: it appends one entry inside the caller's transaction, so the entry commits (or
 rolls back) with the action it records. Each entry holds the SHA-256 of the entry before it and its own hash
@@ -45,6 +45,7 @@ ACTIONS = frozenset(
         "password.changed",
         "sessions.revoked",
         "profile.exported",
+        "file.downloaded",
         "user.deleted",
     }
 )

@@ -67,7 +67,7 @@ def parse_mode(token: str) -> Mode | None:
 # --- the keys of an account: one service for the panel and `bin/admin` ------------------------------------------
 
 KEY_ROLES = frozenset({"employer", "admin"})
-MAX_ACTIVE_KEYS = 50  # per account (CONTRACT.md §23)
+MAX_ACTIVE_KEYS = 50  # per account (docs/security.md)
 MAX_NAME_LENGTH = 100
 
 _COLUMNS = """

@@ -6,7 +6,7 @@ a JWT's user by id (or by issuer and subject for an external provider) while the
 retired, an OAuth access token's user together with its grant, in the same query (one primary-key lookup of
 the grant). A credential seen before is remembered with its lookup (`rpc.auth.remembered`), which each later
 use runs again: one indexed statement, and no parsing or signature check. `confirm` runs it once more inside a
-write's transaction, after the body has arrived (CONTRACT.md §23). The remembered lookup can also carry a
+write's transaction, after the body has arrived (docs/security.md). The remembered lookup can also carry a
 procedure's probes (scalar queries such as a version of the data a cache depends on), so that a cached read
 is still one statement.
 """
@@ -83,6 +83,14 @@ WITH account AS (
 SELECT created.id AS user_id, created.account_id, created.role, account.plan
 FROM created JOIN account ON account.id = created.account_id
 """
+
+# What a bearer credential that is neither of the service's kinds gets told (an `sk_live_…` key of another
+# service, a truncated paste): the two shapes it accepts, and where each comes from.
+NOT_A_CREDENTIAL = (
+    "The bearer credential is neither an API key nor a token of this service. API keys start with service_live_ "
+    "or service_test_ (create one in the panel's Settings > API keys, or with bin/admin create-api-key); tokens "
+    "are JWTs, three base64url parts joined by dots (from /auth/login or /oauth/token)."
+)
 
 
 def _gone(kind: CredentialKind) -> Unauthenticated:
@@ -190,7 +198,7 @@ class Authenticator:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
-            raise InvalidToken("The token is malformed.") from exc
+            raise InvalidToken(NOT_A_CREDENTIAL) from exc
         kid = header.get("kid")
         await self._keyring.learn(conn, kid)
         public_key = self._keyring.verification_key(kid)

@@ -1,13 +1,16 @@
 """The single-use links mailed to a person (e-mail verification, password reset): 256 random bits, of which
 only the SHA-256 is kept, valid for a set time, and only while the person still has the address it was sent
 to. Using one voids every other open link of the same purpose for that person. A verification link sent for a
-sign-up keeps that sign-up's password hash, so that it confirms that sign-up and no other."""
+sign-up keeps that sign-up's password hash and what it asked to be (role, names), so that it confirms that
+sign-up and no other."""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from psycopg.types.json import Jsonb
 
 from rpc.core.crypto import random_token, token_hash
 from rpc.core.errors import InvalidLink
@@ -16,8 +19,8 @@ from rpc.core.types import Connection
 Purpose = Literal["verify", "reset"]
 
 _INSERT = """
-INSERT INTO email_links (purpose, user_id, email, token_hash, expires_at, password_hash)
-VALUES (%(purpose)s, %(user_id)s, %(email)s, %(hash)s, now() + %(lifetime)s, %(password_hash)s)
+INSERT INTO email_links (purpose, user_id, email, token_hash, expires_at, password_hash, sign_up)
+VALUES (%(purpose)s, %(user_id)s, %(email)s, %(hash)s, now() + %(lifetime)s, %(password_hash)s, %(sign_up)s)
 """
 # The link's own row, only if it is open and its person still has the address (and signs in here).
 _USE = """
@@ -25,7 +28,7 @@ UPDATE email_links AS l SET used_at = now()
 FROM users AS u
 WHERE l.token_hash = %(hash)s AND l.purpose = %(purpose)s AND l.used_at IS NULL AND l.expires_at > now()
   AND u.id = l.user_id AND u.email = l.email AND u.issuer IS NULL
-RETURNING l.user_id::text AS user_id, l.password_hash
+RETURNING l.user_id::text AS user_id, l.password_hash, l.sign_up
 """
 _VOID = """
 UPDATE email_links SET used_at = now()
@@ -35,10 +38,12 @@ WHERE user_id = %(user_id)s AND used_at IS NULL AND (%(purpose)s::text IS NULL O
 
 @dataclass(frozen=True, slots=True)
 class Used:
-    """The person whose link was used, and the password of the sign-up it was sent for (verification only)."""
+    """The person whose link was used, and the password and the asks (`role`, `display_name`,
+    `account_name`) of the sign-up it was sent for (verification only)."""
 
     user_id: str
     password_hash: str | None
+    sign_up: dict[str, Any] | None = None
 
 
 async def issue(
@@ -48,6 +53,7 @@ async def issue(
     email: str,
     lifetime_seconds: float,
     password_hash: str | None = None,
+    sign_up: dict[str, Any] | None = None,
 ) -> str:
     """A new link's token (for the mail only; the database keeps its hash)."""
     token = random_token()
@@ -58,6 +64,7 @@ async def issue(
         "hash": token_hash(token),
         "lifetime": dt.timedelta(seconds=lifetime_seconds),
         "password_hash": password_hash,
+        "sign_up": Jsonb(sign_up) if sign_up is not None else None,
     }
     await conn.execute(_INSERT, values)
     return token
@@ -71,7 +78,7 @@ async def use(conn: Connection, purpose: Purpose, token: str) -> Used:
     if row is None:
         raise InvalidLink()
     await void(conn, row["user_id"], purpose)
-    return Used(str(row["user_id"]), row["password_hash"])
+    return Used(str(row["user_id"]), row["password_hash"], row["sign_up"])
 
 
 async def void(conn: Connection, user_id: str, purpose: Purpose | None = None) -> None:

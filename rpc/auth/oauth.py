@@ -25,7 +25,7 @@ import datetime as dt
 import hashlib
 import re
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import jwt
@@ -172,6 +172,11 @@ class ScopePolicy:
 
     sentences: Mapping[str, str]
     by_role: Mapping[str, frozenset[str]]
+    role_sentences: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def sentences_for(self, role: str) -> dict[str, str]:
+        """Each scope's sentence as a person of `role` reads it (what it lets an application do of theirs)."""
+        return {**self.sentences, **self.role_sentences.get(role, {})}
 
     @property
     def every_scope(self) -> tuple[str, ...]:

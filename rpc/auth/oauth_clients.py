@@ -23,7 +23,7 @@ from rpc.db.pool import count_for_account, one_row
 CLIENT_ID_PREFIX = "app_"
 SECRET_PREFIX = "hsec_"  # noqa: S105 - the prefix of generated secrets
 MAX_REDIRECT_URIS = 20
-MAX_CLIENTS = 20  # per account (CONTRACT.md §23)
+MAX_CLIENTS = 20  # per account (docs/security.md)
 MAX_REDIRECT_URI_LENGTH = 2000
 _FORBIDDEN_SCHEMES = frozenset({"javascript", "data", "vbscript", "file", "about", "blob", "filesystem"})
 

@@ -1,4 +1,4 @@
-"""Sign-up, e-mail verification, password reset and change for the built-in identity provider (CONTRACT.md §19).
+"""Sign-up, e-mail verification, password reset and change for the built-in identity provider (docs/people.md).
 
 Nobody can learn from these whether an address has an account: sign-up and reset answer the same either way
 and do the same work (sign-up hashes the password whatever happens; the mail that tells the two cases apart
@@ -9,7 +9,7 @@ goes to the address itself). A password reset or change ends every session of th
 from __future__ import annotations
 
 import unicodedata
-from typing import Literal
+from typing import Any, Literal
 
 import email_validator
 
@@ -51,6 +51,14 @@ _NEW_USER = """
 WITH account AS (INSERT INTO accounts (name) VALUES (%(account_name)s) RETURNING id)
 INSERT INTO users (account_id, role, email, password_hash, display_name)
 SELECT account.id, %(role)s, %(email)s, %(password_hash)s, %(display_name)s FROM account
+"""
+# The person as their sign-up asked, while still unverified (nothing else can depend on them yet).
+_SHAPED = """
+WITH person AS (
+    UPDATE users SET role = %(role)s, display_name = %(display_name)s, updated_at = now()
+    WHERE id = %(id)s AND email_verified_at IS NULL RETURNING account_id
+)
+UPDATE accounts SET name = %(account_name)s WHERE id = (SELECT account_id FROM person)
 """
 _PERSON = "SELECT account_id::text AS account_id, email, password_hash FROM users WHERE id = %(id)s AND issuer IS NULL"
 _NEW_HASH = """
@@ -132,6 +140,16 @@ def name_problem(name: str | None) -> str | None:
     return None
 
 
+def _asked(params: SignUp, email: str) -> dict[str, Any]:
+    """What a sign-up asks to be: its role, display name and account name (an employer's own, else the e-mail)."""
+    account_name = (params.account_name or "").strip() if params.role == "employer" else ""
+    return {
+        "role": params.role,
+        "display_name": (params.display_name or "").strip() or None,
+        "account_name": (account_name or email)[:MAX_NAME_LENGTH],
+    }
+
+
 async def end_sessions(conn: Connection, user_id: str) -> None:
     """Stop every session token, refresh token and web session of the person at their next use (API keys and
     OAuth grants stay). Part of the caller's transaction."""
@@ -166,21 +184,14 @@ class People:
                 await self._create(conn, params, email, password_hash)
                 known = await one_row(await conn.execute(_USER_BY_EMAIL, {"email": email}))
             if known["verified"]:
-                link = await self._link(conn, "reset", known["id"], email, self._settings.reset_link_lifetime)
+                link = await self._reset_link(conn, known["id"], email)
                 await self.mail.send(conn, "account_exists", email, link=link)
                 return
-            await self._send_verification(conn, known["id"], email, password_hash)
+            await self._send_verification(conn, known["id"], email, password_hash, _asked(params, email))
 
     async def _create(self, conn: Connection, params: SignUp, email: str, password_hash: str) -> None:
         """The person, unless a concurrent sign-up created them first."""
-        account_name = (params.account_name or "").strip() if params.role == "employer" else ""
-        values = {
-            "account_name": (account_name or email)[:MAX_NAME_LENGTH],
-            "role": params.role,
-            "email": email,
-            "password_hash": password_hash,
-            "display_name": (params.display_name or "").strip() or None,
-        }
+        values = {**_asked(params, email), "email": email, "password_hash": password_hash}
         with on_duplicate(EMAIL_TAKEN, None):
             async with conn.transaction():
                 await conn.execute(_NEW_USER, values)
@@ -201,6 +212,8 @@ class People:
         `InvalidLink` for a used, expired or unknown link."""
         async with conn.transaction():
             used = await links.use(conn, "verify", token)
+            if used.sign_up is not None:
+                await conn.execute(_SHAPED, {**used.sign_up, "id": used.user_id})
             await self._set_password(conn, used.user_id, used.password_hash)
             if used.password_hash is not None:
                 return None
@@ -213,7 +226,7 @@ class People:
         async with conn.transaction():
             known = await (await conn.execute(_USER_BY_EMAIL, {"email": email})).fetchone()
             if known is not None and known["verified"]:
-                link = await self._link(conn, "reset", known["id"], email, self._settings.reset_link_lifetime)
+                link = await self._reset_link(conn, known["id"], email)
                 await self.mail.send(conn, "reset", email, link=link)
 
     async def reset_password(self, conn: Connection, token: str, password: str, origin: audit_log.Origin) -> str:
@@ -261,19 +274,18 @@ class People:
         await links.void(conn, user_id, "reset")
         await end_sessions(conn, user_id)
 
-    async def _send_verification(self, conn: Connection, user_id: str, email: str, password_hash: str | None) -> None:
-        lifetime = self._settings.verify_link_lifetime
-        link = await self._link(conn, "verify", user_id, email, lifetime, password_hash)
-        await self.mail.send(conn, "verify", email, link=link)
-
-    async def _link(
+    async def _send_verification(
         self,
         conn: Connection,
-        purpose: links.Purpose,
         user_id: str,
         email: str,
-        lifetime: float,
-        password_hash: str | None = None,
-    ) -> str:
-        token = await links.issue(conn, purpose, user_id, email, lifetime, password_hash)
-        return self.mail.composer.link("/web/verify" if purpose == "verify" else "/web/reset", token)
+        password_hash: str | None,
+        sign_up: dict[str, Any] | None = None,
+    ) -> None:
+        lifetime = self._settings.verify_link_lifetime
+        token = await links.issue(conn, "verify", user_id, email, lifetime, password_hash, sign_up)
+        await self.mail.send(conn, "verify", email, link=self.mail.composer.link("/web/verify", token))
+
+    async def _reset_link(self, conn: Connection, user_id: str, email: str) -> str:
+        token = await links.issue(conn, "reset", user_id, email, self._settings.reset_link_lifetime)
+        return self.mail.composer.link("/web/reset", token)

@@ -2,7 +2,7 @@
 
 A bearer credential resolves to a principal through one indexed lookup (an API key by its hash, a JWT's user,
 an OAuth token's grant). Every use of a credential runs that lookup again — revocation and every change to the
-principal act on the very next call (CONTRACT.md §12) — but a credential seen before is remembered with its
+principal act on the very next call (docs/decisions.md) — but a credential seen before is remembered with its
 lookup, so that a later use skips what does not need the database: parsing, hashing the key's checksum, a JWT's
 signature check.
 """

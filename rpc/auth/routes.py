@@ -87,7 +87,7 @@ async def refresh(request: Request) -> Response:
 
 
 async def signup(request: Request) -> Response:
-    """`202 {"status": "check_email"}` whether or not the e-mail has an account (CONTRACT.md §19)."""
+    """`202 {"status": "check_email"}` whether or not the e-mail has an account (docs/people.md)."""
     state = services(request)
     try:
         params = await read_json(request, _signup_decoder, SignUp, empty_is_object=False)

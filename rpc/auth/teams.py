@@ -1,4 +1,4 @@
-"""Teams: the members of a hiring account, invitations into it, and removal from it (CONTRACT.md §19).
+"""Teams: the members of a hiring account, invitations into it, and removal from it (docs/people.md).
 
 An invitation is a single-use link valid INVITE_LINK_LIFETIME (7 days); only its SHA-256 is kept, resending
 replaces it (the old link dies). Accepting makes a verified `employer` of the account. Removing a member takes

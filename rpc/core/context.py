@@ -14,6 +14,7 @@ from rpc.audit import log as audit_log
 from rpc.auth.principal import Principal
 from rpc.core.memory import Memory, Slot, T
 from rpc.core.types import Connection
+from rpc.files.service import Files
 from rpc.outbox.emit import Emitter, UnknownEventKind
 from rpc.settings import Settings
 
@@ -45,6 +46,7 @@ class Context:
     # This process's search indexes by corpus name (`rpc.search.index.SearchIndex`; typed loosely, as the ground
     # floor imports no room above it).
     indexes: Mapping[str, Any] = field(default_factory=dict)
+    files: Files | None = None  # the file store and the download links
 
     @property
     def conn(self) -> Connection:

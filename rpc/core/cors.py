@@ -1,4 +1,4 @@
-"""Browsers on other origins (CONTRACT.md §22): pure ASGI middleware that answers their preflights and marks
+"""Browsers on other origins (docs/security.md): pure ASGI middleware that answers their preflights and marks
 the answers of the addresses a web application may call.
 
 Starlette's CORSMiddleware does not fit: the contract wants `204` for a preflight, one set of paths only (never

@@ -5,7 +5,7 @@ find (404) → method (405) → authenticate (401) → scope (403) → limit (42
 Authentication always asks the database (a remembered credential runs its one lookup again), before the body
 is read and without holding a connection while it arrives. A write then confirms the credential once more as
 the first statement of its own transaction, so that a key revoked, a user removed or a role changed while the
-body was arriving stops the write (CONTRACT.md §23).
+body was arriving stops the write (docs/security.md).
 """
 
 from __future__ import annotations
@@ -31,11 +31,13 @@ from rpc.core.context import Context
 from rpc.core.envelope import Params, encode_result
 from rpc.core.errors import Forbidden, InsufficientScope, MethodNotAllowed, RpcError, UnknownProcedure
 from rpc.core.memory import Memory
+from rpc.core.multipart import Upload, read_upload
 from rpc.core.params import read_params
 from rpc.core.registry import Procedure, Registry
 from rpc.core.responses import error_response, json_response, render
 from rpc.core.types import Connection
 from rpc.db.pool import LOCK_CONFLICTS, Pool, translate
+from rpc.files.service import Files
 from rpc.limits.ratelimit import Quota, RateLimiter
 from rpc.ops.metrics import Metrics
 from rpc.outbox.emit import Emitter
@@ -62,7 +64,9 @@ class Dispatcher:
         probes: Mapping[str, str],
         indexes: Mapping[str, Any],
         memory: Memory,
+        files: Files,
     ) -> None:
+        self._files = files
         self._registry = registry
         self._indexes = indexes
         self._memory = memory
@@ -106,13 +110,16 @@ class Dispatcher:
         async with self._pool.connection() as conn:  # given back while the body arrives
             credential, probed = await self._authenticator.authenticate(conn, authorization, probes)
         call = await self._admit(proc, request, credential, counted, probed)
-        if not proc.write:
+        try:
+            if not proc.write:
+                async with self._pool.connection() as conn:
+                    return await self._read(call, conn)
+            if proc.calls_out:
+                return await self._call_out(call)
             async with self._pool.connection() as conn:
-                return await self._read(call, conn)
-        if proc.calls_out:
-            return await self._call_out(call)
-        async with self._pool.connection() as conn:
-            return await self._write(call, conn)
+                return await self._write(call, conn)
+        finally:
+            _discard(call.params)
 
     def _find(self, name: str, method: str) -> Procedure:
         proc = self._registry.get(name)
@@ -137,14 +144,23 @@ class Dispatcher:
         quota = await self._limiter.count(principal.account_id, principal.plan)
         if quota is not None:
             counted.append(quota)
-        params, body = await read_params(proc, request)
-        key = idempotency.key_of(request) if proc.write else None
-        self._check_role(proc, principal)
+        if proc.upload:
+            upload = await read_upload(request, self._settings.files_max_bytes)
+            params: Params = upload
+            body: bytes | None = f"{upload.filename}\n{upload.sha256}".encode()  # what a retry must repeat
+        else:
+            params, body = await read_params(proc, request)
+        try:
+            key = idempotency.key_of(request) if proc.write else None
+            self._check_role(proc, principal)
+        except BaseException:
+            _discard(params)
+            raise
         claim = idempotency.claim_for(principal.account_id, principal.user_id, key, proc.name, body) if key else None
         return _Call(proc, request, credential, params, probed, claim)
 
     def _check_scope(self, proc: Procedure, principal: Principal) -> None:
-        if not principal.has_scope(proc.scope):
+        if not any(principal.has_scope(scope) for scope in proc.scopes):
             raise InsufficientScope(proc.scope, principal.granted(self._registry.scopes))
 
     def _check_role(self, proc: Procedure, principal: Principal) -> None:
@@ -235,6 +251,7 @@ class Dispatcher:
             probes=self._probes[call.proc.name],
             probed=call.probed,
             indexes=self._indexes,
+            files=self._files,
         )
 
     async def _reconfirm(self, conn: Connection, proc: Procedure, credential: Credential) -> Principal:
@@ -265,6 +282,12 @@ class _Call:
     params: Params
     probed: Mapping[str, Any]
     claim: idempotency.Claim | None
+
+
+def _discard(params: Params) -> None:
+    """An upload's staged bytes, removed once the call is over (the store holds its own copy)."""
+    if isinstance(params, Upload):
+        params.discard()
 
 
 def _replayed(kept: idempotency.Kept) -> Response:

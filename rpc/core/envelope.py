@@ -6,7 +6,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Generic, TypeVar
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 import msgspec
 
@@ -23,6 +24,10 @@ class Struct(msgspec.Struct, frozen=True, kw_only=True):
 class Params(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Base of every parameter Struct."""
 
+    # A realistic call's parameters: /openapi.json shows them as the example of the body and of each query
+    # parameter (Swagger UI's "Try it out" starts from them); the registry refuses one its decoder refuses.
+    example: ClassVar[Mapping[str, Any]] = {}
+
 
 class FieldError(ValueError):
     """Raised from a Params `__post_init__` to blame one field for a cross-field rule."""
@@ -37,6 +42,8 @@ class PageParams(Params, frozen=True, kw_only=True):
 
     page: Annotated[int, msgspec.Meta(ge=1, description=PAGE_DEPTH)] = 1
     per_page: Annotated[int, msgspec.Meta(ge=1, le=100, description="Items per page, 1..100.")] = 20
+
+    example: ClassVar[Mapping[str, Any]] = {"page": 1, "per_page": 20}
 
     def __post_init__(self) -> None:
         if self.page * self.per_page > MAX_PAGE_DEPTH:

@@ -131,7 +131,13 @@ class InsufficientScope(Forbidden):
     default_message = "The credentials lack the scope this procedure needs."
 
     def __init__(self, required: str, granted: Iterable[str]) -> None:
-        super().__init__(details={"required": required, "granted": sorted(granted)})
+        held = sorted(granted)
+        message = (
+            f"This procedure needs the scope {required}; these credentials have {', '.join(held) or 'none'}. Use an "
+            f"API key with {required} (the panel's Settings > API keys, or bin/admin create-api-key --scopes "
+            f"{required}), or, for an OAuth application, ask for {required} in the authorization request."
+        )
+        super().__init__(message, details={"required": required, "granted": held})
 
 
 class HttpsRequired(Forbidden):
@@ -145,7 +151,10 @@ class EmailNotVerified(Forbidden):
     """The built-in provider's sign-in before the person followed the link of the sign-up mail."""
 
     code = "email_not_verified"
-    default_message = "Confirm your e-mail address first: follow the link we sent you (or ask for a new one)."
+    default_message = (
+        "Confirm your e-mail address first: follow the link we sent you, or ask for a new one by signing in at "
+        "/web/signin, which offers to send it again."
+    )
 
 
 class NotFound(RpcError):

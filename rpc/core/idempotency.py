@@ -1,4 +1,4 @@
-"""Idempotent writes (CONTRACT.md §17): a write sent again with the same `Idempotency-Key` answers what the first
+"""Idempotent writes (docs/security.md): a write sent again with the same `Idempotency-Key` answers what the first
 answered, and does nothing else.
 
 A key belongs to the account — and, for a procedure about one person (`profile.*`), to the calling person too,

@@ -2,8 +2,12 @@
 as the server checks them, so that a generated client (and schemathesis) can trust the document.
 
 Beyond what msgspec derives from the Structs: required bodies and query parameters (one by one, as generated
-clients expect them); every status the dispatcher answers (400, 405, 413, 415, 503 included) with the headers
-each carries; the `Idempotency-Key` header of writes; HEAD wherever GET works. One rule is said in words only:
+clients expect them), each with its Params type's `example` (what Swagger UI's "Try it out" starts from); every
+status the dispatcher answers (400, 405, 413, 415, 503 included) with the headers each carries; the
+`Idempotency-Key` header of writes; a tag per resource (the name's first part). Each procedure is one operation:
+a write its POST, a read its GET, whose description says that POST with a JSON body (and HEAD) work too: listed
+three times, every read crowded the reference and gave generated clients three methods for one call. One rule
+is said in words only:
 `page × per_page ≤ 10,000`. JSON Schema cannot multiply two values; spelled out as a hundred `if`/`then`
 branches it would turn every generated client's paging model into a hundred variants.
 """
@@ -15,8 +19,8 @@ from typing import Any
 
 import msgspec
 
-from rpc.core import idempotency
-from rpc.core.envelope import PAGE_DEPTH, ErrorBody, Result, encoder
+from rpc.core import idempotency, multipart
+from rpc.core.envelope import PAGE_DEPTH, Empty, ErrorBody, Result, encoder
 from rpc.core.registry import Procedure, Registry
 
 _ERRORS = {
@@ -26,8 +30,8 @@ _ERRORS = {
     "404": "Unknown procedure, or no such object.",
     "405": "The procedure does not take this method.",
     "409": "Invalid transition, conflict, or the Idempotency-Key is in use.",
-    "413": "The body is larger than 1 MiB.",
-    "415": "The body is not application/json.",
+    "413": "The body is larger than 1 MiB (an upload: than FILES_MAX_BYTES).",
+    "415": "The body is not application/json (an upload: not multipart/form-data, or a file of no accepted type).",
     "422": "Invalid parameters (or an Idempotency-Key reused for another call).",
     "429": "Over the account's request budget.",
     "503": "The database cannot be reached; retry.",
@@ -73,7 +77,9 @@ def openapi_document(registry: Registry, public_url: str, version: str, scopes: 
     procedures = list(registry)
     types: list[Any] = [ErrorBody]
     for proc in procedures:
-        types += [proc.params_type, Result[proc.result_type]]  # type: ignore[name-defined]
+        # An upload's Struct is what the dispatcher makes of the multipart body, not what a client sends.
+        params_type = Empty if proc.upload else proc.params_type
+        types += [params_type, Result[proc.result_type]]  # type: ignore[name-defined]
     refs, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
     error_ref = refs[0]
     paths = {
@@ -84,10 +90,24 @@ def openapi_document(registry: Registry, public_url: str, version: str, scopes: 
         "openapi": "3.1.0",
         "info": {"title": "Hire API", "version": version},
         "servers": [{"url": public_url}],
+        "tags": [{"name": tag} for tag in sorted({_tag(proc) for proc in procedures})],
         "paths": paths,
         "components": {"schemas": components, "securitySchemes": _security(public_url, scopes)},
     }
     return encoder.encode(document)
+
+
+_MULTIPART = {
+    "multipart/form-data": {
+        "schema": {
+            "type": "object",
+            "required": [multipart.FIELD],
+            "properties": {multipart.FIELD: {"type": "string", "format": "binary", "description": "The file."}},
+            "additionalProperties": False,
+        },
+        "encoding": {multipart.FIELD: {"contentType": "application/octet-stream"}},
+    }
+}
 
 
 def _operations(
@@ -96,32 +116,43 @@ def _operations(
     responses = {"200": _response("Success.", result_ref, "200", replayed=proc.write)}
     responses |= {code: _response(text, error_ref, code, replayed=proc.write) for code, text in _ERRORS.items()}
     common = {
+        "operationId": proc.name,
         "summary": proc.doc.splitlines()[0],
-        "description": proc.doc + _who(proc.roles),
-        "security": [{"bearer": [proc.scope]}, {"oauth2": [proc.scope]}],
+        "tags": [_tag(proc)],
+        # Requirements are alternatives (OpenAPI 3.1 §4.8.30): any one scope of the procedure's will do.
+        "security": [{scheme: [scope]} for scope in proc.scopes for scheme in ("bearer", "oauth2")],
         "responses": responses,
     }
-    params = components[params_ref["$ref"].rsplit("/", 1)[-1]]
-    # A read sent with no body means `{}`, which serves only when no parameter is required.
-    body = {"required": proc.write or bool(params.get("required")), "content": _json(params_ref)}
-    post = {**common, "operationId": proc.name, "requestBody": body}
+    example = dict(proc.params_type.example)
     if proc.write:
-        return {"post": {**post, "parameters": [_KEY]}}
-    query = _query_parameters(params)
-    bare = {code: {k: v for k, v in answer.items() if k != "content"} for code, answer in responses.items()}
-    return {
-        "get": {**common, "operationId": f"{proc.name}.get", "parameters": query},
-        "head": {**common, "operationId": f"{proc.name}.head", "parameters": query, "responses": bare},
-        "post": post,
-    }
+        body = {"required": True, "content": _MULTIPART if proc.upload else _json(params_ref, example)}
+        description = proc.doc + _who(proc.roles)
+        return {"post": {**common, "description": description, "requestBody": body, "parameters": [_KEY]}}
+    params = components[params_ref["$ref"].rsplit("/", 1)[-1]]
+    description = proc.doc + _who(proc.roles) + _POST_TOO.format(body=encoder.encode(example).decode())
+    return {"get": {**common, "description": description, "parameters": _query_parameters(params, example)}}
 
 
-def _query_parameters(params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One query parameter per field of the parameters' schema (a list field is repeated: `?a=1&a=2`)."""
+_POST_TOO = (
+    "\n\nAlso `POST` with the same parameters as a JSON object (`Content-Type: application/json`), for example "
+    "`{body}`, and `HEAD` for the headers alone."
+)
+
+
+def _tag(proc: Procedure) -> str:
+    """The resource a procedure belongs to: the first part of its name (`jobs`, `billing`, `profile`, ...)."""
+    return proc.name.split(".", 1)[0]
+
+
+def _query_parameters(params: Mapping[str, Any], example: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One query parameter per field of the parameters' schema (a list field is repeated: `?a=1&a=2`), with its
+    value in the example, if any."""
     required = set(params.get("required", ()))
     described = []
     for name, schema in params.get("properties", {}).items():
         parameter = {"in": "query", "name": name, "required": name in required, "schema": _without_null(schema)}
+        if name in example:
+            parameter["example"] = example[name]
         if name == "page":
             parameter["description"] = PAGE_DEPTH
         if schema.get("type") == "array":
@@ -168,8 +199,8 @@ def _security(public_url: str, scopes: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _json(schema: Any) -> dict[str, Any]:
-    return {"application/json": {"schema": schema}}
+def _json(schema: Any, example: Any = None) -> dict[str, Any]:
+    return {"application/json": {"schema": schema} | ({} if example is None else {"example": example})}
 
 
 def _who(roles: frozenset[str] | None) -> str:

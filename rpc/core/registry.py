@@ -8,6 +8,7 @@ emits a known kind (and a procedure can emit no kind it did not declare: `Contex
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 import re
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from rpc.core.envelope import Params
+from rpc.core.multipart import Upload
 from rpc.core.types import ROLES, Role
 from rpc.core.vocabulary import Vocabulary
 
@@ -39,7 +41,7 @@ class Procedure:
 
     name: str
     handler: Handler
-    scope: str
+    scopes: tuple[str, ...]  # any one of them admits the caller
     write: bool
     calls_out: bool
     emits: tuple[str, ...]
@@ -49,6 +51,12 @@ class Procedure:
     result_type: Any
     doc: str
     decoder: msgspec.json.Decoder[Any]
+    upload: bool = False  # the body is multipart/form-data with one file (`rpc.core.multipart`)
+
+    @property
+    def scope(self) -> str:
+        """The scope it needs, as said to a caller who lacks it: `a or b` where either admits."""
+        return " or ".join(self.scopes)
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -80,7 +88,7 @@ class Registry:
 
     @property
     def scopes(self) -> frozenset[str]:
-        return frozenset(p.scope for p in self._procedures.values())
+        return frozenset(scope for p in self._procedures.values() for scope in p.scopes)
 
     def check(self, vocabulary: Vocabulary, probes: Collection[str] = ()) -> None:
         """Every procedure's scope and declared event kinds are in the vocabulary, and its probes among those the
@@ -89,8 +97,9 @@ class Registry:
             missing = sorted(set(proc.probes) - set(probes))
             if missing:
                 raise RegistrationError(f"{proc.name}: probes {missing} are not defined")
-            if proc.scope not in vocabulary.scopes:
-                raise RegistrationError(f"{proc.name}: scope {proc.scope!r} is not in the vocabulary")
+            unknown_scopes = sorted(set(proc.scopes) - set(vocabulary.scopes))
+            if unknown_scopes:
+                raise RegistrationError(f"{proc.name}: scopes {unknown_scopes} are not in the vocabulary")
             unknown = sorted(set(proc.emits) - set(vocabulary.event_kinds))
             if unknown:
                 raise RegistrationError(f"{proc.name}: event kinds {unknown} are not in the vocabulary")
@@ -106,14 +115,18 @@ class Registry:
         self,
         name: str,
         *,
-        scope: str,
+        scope: str | tuple[str, ...],
         write: bool = False,
         roles: tuple[Role, ...] | None = None,
         calls_out: bool = False,
         emits: tuple[str, ...] = (),
         probes: tuple[str, ...] = (),
+        upload: bool = False,
     ) -> Callable[[F], F]:
         """Register an `async def f(ctx, params: SomeParams) -> SomeResult` under `name`.
+
+        `scope` is the scope the caller's credential must hold, or a tuple of scopes any one of which will do.
+        An `upload` takes its body as multipart/form-data with one file, and its params Struct is an `Upload`.
 
         A write names the event kinds it may emit (`emits`). A write that waits on another service says
         `calls_out=True`: it is given no connection and no transaction, and opens short ones itself
@@ -122,7 +135,10 @@ class Registry:
         """
 
         def register(func: F) -> F:
-            described = _describe(self._procedures, name, func, scope, write, roles, calls_out, emits, probes)
+            scopes = (scope,) if isinstance(scope, str) else tuple(scope)
+            described = _describe(self._procedures, name, func, scopes, write, roles, calls_out, emits, probes)
+            if upload:
+                described = _uploading(described)
             self._procedures[name] = described
             return func
 
@@ -133,7 +149,7 @@ def _describe(
     existing: dict[str, Procedure],
     name: str,
     func: Handler,
-    scope: str,
+    scopes: tuple[str, ...],
     write: bool,
     roles: tuple[Role, ...] | None,
     calls_out: bool,
@@ -145,7 +161,7 @@ def _describe(
         raise RegistrationError(f"{where}: {name!r} is not a dotted lower-case name")
     if name in existing:
         raise RegistrationError(f"{where}: procedure {name!r} is already registered")
-    if not scope:
+    if not scopes or not all(scopes):
         raise RegistrationError(f"{where}: procedure {name!r} needs a scope")
     if calls_out and not write:
         raise RegistrationError(f"{where}: only a write may call out (a read needs no transaction to leave)")
@@ -173,10 +189,15 @@ def _describe(
     result_type = hints.get("return")
     if not _is_struct(result_type):
         raise RegistrationError(f"{where}: the return annotation must be a msgspec Struct")
+    decoder = msgspec.json.Decoder(params_type)
+    try:
+        decoder.decode(msgspec.json.encode(params_type.example))
+    except (msgspec.ValidationError, ValueError) as exc:
+        raise RegistrationError(f"{where}: {params_type.__name__}.example is refused: {exc}") from exc
     return Procedure(
         name=name,
         handler=func,
-        scope=scope,
+        scopes=scopes,
         write=write,
         calls_out=calls_out,
         emits=tuple(emits),
@@ -185,8 +206,17 @@ def _describe(
         params_type=params_type,
         result_type=result_type,
         doc=doc,
-        decoder=msgspec.json.Decoder(params_type),
+        decoder=decoder,
     )
+
+
+def _uploading(proc: Procedure) -> Procedure:
+    """`proc` as an upload: a write whose params are the uploaded file."""
+    if not proc.write:
+        raise RegistrationError(f"{proc.name}: only a write takes an upload")
+    if not issubclass(proc.params_type, Upload):
+        raise RegistrationError(f"{proc.name}: an upload's params must be an Upload Struct")
+    return dataclasses.replace(proc, upload=True)
 
 
 def _is_struct(annotation: Any) -> bool:

@@ -27,8 +27,18 @@ class Vocabulary:
     scopes: Mapping[str, str]
     plans: Mapping[str, Plan]
     event_kinds: tuple[str, ...]
-    # The scopes each role may grant an OAuth application (CONTRACT.md §12: also limited by the role).
+    # The scopes each role may grant an OAuth application (docs/decisions.md: also limited by the role).
     oauth_role_scopes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # Where a scope allows a role less than its sentence says (a candidate has no drafts), the sentence that role
+    # is shown instead: role → scope → sentence.
+    role_sentences: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # What the panel's "Add an endpoint" form starts with ticked: the kinds most receivers want.
+    suggested_event_kinds: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.suggested_event_kinds) - set(self.event_kinds))
+        if unknown:
+            raise ValueError(f"suggested event kinds {unknown} are not event kinds")
 
     @property
     def default_plan(self) -> Plan:

@@ -90,4 +90,15 @@ def transport_for(settings: Settings) -> Transport:
     """The SMTP server of `SMTP_URL`, else the `.eml` directory."""
     if settings.smtp_url:
         return SmtpTransport(settings.smtp_url, settings.ssl_cert_file)
-    return FileTransport(settings.data_path / "mail")
+    return FileTransport(mail_directory(settings))
+
+
+def mail_directory(settings: Settings) -> Path:
+    """Where the `.eml` files go when no `SMTP_URL` is set."""
+    return settings.data_path / "mail"
+
+
+def local_mailbox(settings: Settings) -> Path | None:
+    """The `.eml` directory a person trying a local install should look in for "check your e-mail", or None:
+    mail goes to a real server, or this is production (whose pages name no path of the machine)."""
+    return None if settings.smtp_url or settings.production else mail_directory(settings)

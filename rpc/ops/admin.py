@@ -16,7 +16,7 @@ from rpc.auth.identity import IdentityProvider
 from rpc.auth.keyring import KeyRing
 from rpc.auth.oauth_clients import InvalidClientSpec, create_client
 from rpc.auth.passwords import Passwords
-from rpc.auth.people import EMAIL_TAKEN, email_problem, name_problem, normal_email
+from rpc.auth.people import EMAIL_TAKEN, email_problem, name_problem, normal_email, password_problem
 from rpc.auth.teams import TEAM_ROLES, Teams
 from rpc.core.crypto import Sealer
 from rpc.core.errors import InvalidParams, RpcError
@@ -72,11 +72,11 @@ async def create_user(
 ) -> dict[str, Any]:
     if role not in ROLES:
         raise AdminError(f"--role must be one of {', '.join(ROLES)}")
-    if not password:
-        raise AdminError("--password may not be empty")
     email = normal_email(email)
     if problem := email_problem(email):
         raise AdminError(f"--email: {problem}")
+    if problem := password_problem(password, email):  # the web's rule: an operator's user is no weaker
+        raise AdminError(f"--password: {problem}")
     if problem := name_problem(account_name):
         raise AdminError(f"--account-name: {problem}")
     password_hash = await Passwords().hash(password)
@@ -289,7 +289,7 @@ async def redeliver(
 
 
 async def delete_user(conn: Connection, emitter: Emitter, *, email: str) -> dict[str, Any]:
-    """Erase a person as `profile.delete` does (CONTRACT.md §20), for an operator handling a request."""
+    """Erase a person as `profile.delete` does (docs/privacy.md), for an operator handling a request."""
     async with conn.transaction():
         user = await _user(conn, email)
         try:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, NoReturn
@@ -101,8 +103,17 @@ def migrate(argv: list[str] | None = None) -> None:
 def serve(argv: list[str] | None = None) -> None:
     """bin/serve: migrate, then serve the API."""
     parser = argparse.ArgumentParser(prog="bin/serve", description=serve.__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to listen on (default: 127.0.0.1, this machine only; 0.0.0.0 for every interface)",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=8000,
+        help="the port to listen on (default: 8000); PUBLIC_URL, when not set, is http://HOST:PORT",
+    )
     parser.add_argument("--workers", type=int, default=1, help="server processes")
     parser.add_argument("--no-worker", action="store_true", help="do not run webhook delivery in-process")
     parser.add_argument("--access-log", action="store_true", help="log every request (off: /metrics counts them)")
@@ -110,6 +121,9 @@ def serve(argv: list[str] | None = None) -> None:
         "--server", choices=SERVERS, default="uvicorn", help="the HTTP server (docs/benchmarks.md compares them)"
     )
     args = parser.parse_args(argv)
+    listening = _listening(args.host, args.port)
+    if not os.environ.get("PUBLIC_URL"):  # links, the OAuth issuer and /openapi.json's server: where we listen
+        os.environ["PUBLIC_URL"] = listening  # read again by the processes of --workers and granian
     _logging(logging.INFO)
     settings = _settings()
     if args.workers > 1 and settings.rate_limit_storage.startswith("memory"):
@@ -122,7 +136,7 @@ def serve(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     with _database(settings) as url:
         asyncio.run(_migrate(settings, url))
-        _print(_where_to_go(settings, url, f"http://{args.host}:{args.port}"))
+        _print(_where_to_go(settings, url, listening))
         common: dict[str, Any] = {
             "host": args.host,
             "port": args.port,
@@ -140,6 +154,24 @@ def serve(argv: list[str] | None = None) -> None:
             uvicorn.run(factory, factory=True, workers=args.workers, **common)
         else:
             uvicorn.run(create_app(settings, url, deliver=not args.no_worker), **common)
+
+
+def _listening(host: str, port: int) -> str:
+    """The address `bin/serve` will answer on, as a URL; one clear line and exit 1 if it cannot listen there
+    (before anything is started or printed: a port in use is the usual case, a second `bin/serve`)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will
+            probe.bind(address)
+    except OverflowError:
+        _fail(f"--port {port} is not a port: choose one from 1 to 65535")
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            _fail(f"port {port} on {host} is in use (another bin/serve?): stop that, or choose another --port")
+        _fail(f"cannot listen on {host} port {port}: {exc.strerror or exc}")
+    name = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "::" else host  # noqa: S104
+    return f"http://[{name}]:{port}" if ":" in name and not name.startswith("[") else f"http://{name}:{port}"
 
 
 def _serve_granian(host: str, port: int, workers: int, *, deliver: bool, access_log: bool) -> None:
@@ -247,6 +279,9 @@ def admin(argv: list[str] | None = None) -> None:
     demo.add_argument("--email", required=True, help="a user of the account that owns the demo app")
     demo.add_argument("--scopes", default="read:profile,read:jobs", help="comma-separated scopes to ask for")
     demo.add_argument("--port", type=int, default=8765, help="the loopback port the browser comes back to")
+    demo.add_argument(
+        "--api", help="the service's address, as bin/serve printed it (default: PUBLIC_URL, else port 8000's)"
+    )
     invite = commands.add_parser("invite", help="e-mail an invitation into the inviter's hiring account")
     invite.add_argument("--email-of-inviter", required=True, help="an employer or admin of the account")
     invite.add_argument("--invitee", required=True, help="the e-mail address to invite")
@@ -257,7 +292,7 @@ def admin(argv: list[str] | None = None) -> None:
     retire = commands.add_parser("retire-signing-key", help="retire an older signing key: its tokens stop at once")
     retire.add_argument("--kid", required=True)
     retire.add_argument("--force", action="store_true", help="even while tokens it signed may still be in use")
-    erase = commands.add_parser("delete-user", help="erase a person (CONTRACT.md §20, docs/privacy.md)")
+    erase = commands.add_parser("delete-user", help="erase a person (docs/privacy.md)")
     erase.add_argument("--email", required=True)
     commands.add_parser("verify-audit", help="check the audit log's hash chain from end to end")
     commands.add_parser(
@@ -321,7 +356,12 @@ async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict
         "invite": lambda conn: ops.invite(conn, settings, inviter_email=args.email_of_inviter, invitee=args.invitee),
         "set-plan": lambda conn: ops.set_plan(conn, vocabulary, email=args.email, plan=args.plan),
         "oauth-demo": lambda conn: ops.oauth_demo(
-            conn, settings, vocabulary, email=args.email, scopes=_list(args.scopes), port=args.port
+            conn,
+            msgspec.structs.replace(settings, public_url=args.api.rstrip("/")) if args.api else settings,
+            vocabulary,
+            email=args.email,
+            scopes=_list(args.scopes),
+            port=args.port,
         ),
         "create-webhook": lambda conn: ops.create_webhook(
             conn, webhooks, email=args.email, url=args.url, events=_list(args.events)

@@ -27,7 +27,7 @@ from rpc.settings import Settings
 
 ROTATION_OVERLAP = dt.timedelta(hours=24)
 MAX_URL_LENGTH = 2000
-MAX_ENDPOINTS = 20  # per account (CONTRACT.md §23): each event is sent to every endpoint that asked for it
+MAX_ENDPOINTS = 20  # per account (docs/security.md): each event is sent to every endpoint that asked for it
 
 _COLUMNS = """id::text AS id, url, event_kinds, enabled, overlap_until, created_at, updated_at"""
 _INSERT = f"""
@@ -227,8 +227,11 @@ class Webhooks:
     async def _validate(self, url: str, event_kinds: Sequence[str]) -> tuple[str, list[str]]:
         kinds = sorted(set(event_kinds))
         unknown = [kind for kind in kinds if kind not in self._event_kinds]
-        if not kinds or unknown:
-            raise InvalidEndpoint("event_kinds", f"Choose one or more of: {', '.join(sorted(self._event_kinds))}.")
+        if not kinds:
+            raise InvalidEndpoint("event_kinds", "Choose at least one event kind: the endpoint receives only those.")
+        if unknown:
+            known = ", ".join(sorted(self._event_kinds))
+            raise InvalidEndpoint("event_kinds", f"Unknown event kinds: {', '.join(unknown)}; choose among: {known}.")
         url = url.strip()
         try:
             parsed = httpx.URL(url)

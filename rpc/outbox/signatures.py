@@ -1,7 +1,7 @@
 """How deliveries are signed, and what an endpoint's secret is.
 
 A secret is `whsec_` + the standard base64 (RFC 4648 §4, padded: 44 characters) of 32 random bytes
-(CONTRACT.md §7). It signs twice:
+(docs/webhooks.md). It signs twice:
 - `X-Service-Signature`: lowercase hex HMAC-SHA256 of the raw body, keyed with the UTF-8 bytes of the whole
   secret string, exactly as shown;
 - `webhook-signature` (Standard Webhooks, §18): `v1,` + base64 HMAC-SHA256 keyed with the 32 decoded bytes,

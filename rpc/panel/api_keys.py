@@ -1,5 +1,5 @@
 """Settings > API keys: the account's keys (name, mode, scopes, created, last used, revoked), a new key shown
-once, and revocation after a confirmation. Keys are for employers and admins (CONTRACT.md §14); a key acts as
+once, and revocation after a confirmation. Keys are for employers and admins (docs/decisions.md); a key acts as
 the person who created it, within the scopes chosen here. The rules are `rpc.auth.apikeys`', shared with
 `bin/admin`."""
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import urllib.parse
-import uuid
 from collections.abc import Mapping
 
 from starlette.responses import Response
@@ -16,17 +15,12 @@ from starlette.responses import Response
 from rpc.audit import entries
 from rpc.audit.log import ACTIONS
 from rpc.core.errors import InvalidParams
+from rpc.panel import audit_labels
 from rpc.panel.handler import Panel, error_page, page
 
 PER_PAGE = 50
 MAX_ACTOR_ID = 100  # as `audit.list`'s `actor_id`
 FILTERS = ("action", "actor_id", "since")
-
-# The e-mails of the actors on a page who are members of this account (an erased person has none left).
-_EMAILS = """
-SELECT id::text AS id, email FROM users
-WHERE account_id = %(account_id)s AND id = ANY(%(ids)s::uuid[]) AND email IS NOT NULL
-"""
 
 
 class BadFilter(Exception):
@@ -63,8 +57,9 @@ async def audit_page(panel: Panel) -> Response:
     older = None
     if found.next_cursor is not None:
         older = "/panel/audit-log?" + urllib.parse.urlencode({**kept, "cursor": found.next_cursor})
-    emails = await _emails(panel, [entry.actor_id for entry in found.data if entry.actor_kind == "user"])
-    return _render(panel, shown, found=found, emails=emails, older=older, newest=newest if cursor else None)
+    ids = [entry.actor_id for entry in found.data] + [entry.target_id for entry in found.data]
+    named = await audit_labels.labels(panel.conn, panel.account_id, ids)
+    return _render(panel, shown, found=found, labels=named, older=older, newest=newest if cursor else None)
 
 
 def _filters(account_id: str, shown: Mapping[str, str]) -> entries.Filters:
@@ -87,25 +82,12 @@ def _filters(account_id: str, shown: Mapping[str, str]) -> entries.Filters:
     return entries.Filters(account_id=account_id, action=action, actor_id=actor_id, since=since)
 
 
-async def _emails(panel: Panel, actor_ids: list[str | None]) -> dict[str, str]:
-    ids = set()
-    for actor_id in actor_ids:
-        try:
-            ids.add(str(uuid.UUID(actor_id or "")))
-        except ValueError:
-            continue
-    if not ids:
-        return {}
-    cursor = await panel.conn.execute(_EMAILS, {"account_id": panel.account_id, "ids": sorted(ids)})
-    return {row["id"]: row["email"] for row in await cursor.fetchall()}
-
-
 def _render(
     panel: Panel,
     shown: Mapping[str, str],
     *,
     found: entries.AuditPage | None = None,
-    emails: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
     older: str | None = None,
     newest: str | None = None,
     errors: Mapping[str, str] | None = None,
@@ -119,7 +101,7 @@ def _render(
         values=shown,
         filtered=any(shown.values()),
         entries=found.data if found else [],
-        emails=emails or {},
+        labels=labels or {},
         older=older,
         newest=newest,
         errors=errors or {},

@@ -45,8 +45,6 @@ NOTICES = {
     "app_updated": "The redirect URIs were saved.",
     "app_saved": "The application was saved. Scopes taken away end for every token at its next request.",
     "app_deleted": "The application was deleted, with every authorization and token it held.",
-    "checkout_without_provider": "The subscription is pending, but no payment provider is configured here, so "
-    "there is no payment page to open.",
     "access_revoked": "Access was revoked. The application's tokens stop working at once.",
     "invitation_sent": "The invitation is on its way. The link in it works once, for 7 days.",
     "invitation_resent": "A new invitation is on its way; the link of the previous one no longer works.",

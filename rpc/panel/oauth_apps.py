@@ -162,7 +162,10 @@ async def authorized_page(panel: Panel) -> Response:
     """`GET /panel/authorized-apps`: the applications this person has authorized."""
     apps = await authorized_apps(panel.conn, panel.user.user_id)
     return panel.render(
-        "panel/authorized_apps.html", section="authorized_apps", apps=apps, sentences=panel.services.vocabulary.scopes
+        "panel/authorized_apps.html",
+        section="authorized_apps",
+        apps=apps,
+        sentences=panel.web.server.policy.sentences_for(panel.user.role),
     )
 
 

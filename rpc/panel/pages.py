@@ -15,6 +15,7 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from rpc.panel.audit_labels import short_agent
 from rpc.web.pages import PAGE_HEADERS
 
 CONTENT_SECURITY_POLICY = (
@@ -60,6 +61,7 @@ class PanelPages:
             lstrip_blocks=True,
         )
         self._env.filters["when"] = when
+        self._env.filters["agent"] = short_agent
         self._env.globals["asset"] = _ASSET_URLS.__getitem__
 
     def render(self, template: str, context: Mapping[str, Any], status: int = 200) -> HTMLResponse:

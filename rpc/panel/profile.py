@@ -1,4 +1,4 @@
-"""Account > Profile: the person's display name and headline, their e-mail (read-only), a password change
+"""Account > Profile: the person's display name, headline, location and bio, their e-mail (read-only), a password change
 (the current password required), "sign out everywhere" and "download my data". The password change and
 "sign out everywhere" end every session, refresh token and web session of the person, this browser's too; API
 keys and authorized apps stay. The download is `profile.export`'s document, built and audited by the same code."""
@@ -9,17 +9,41 @@ import datetime as dt
 
 from starlette.responses import Response
 
-from rpc.auth.people import end_sessions, name_problem
+from rpc.auth.people import MAX_NAME_LENGTH, end_sessions, name_problem
 from rpc.core.envelope import encoder
 from rpc.core.errors import InvalidCredentials, InvalidParams
+from rpc.files.links import DownloadLinks
 from rpc.panel.handler import Panel, page
 from rpc.privacy.export import export
+from rpc.privacy.profile import MAX_BIO_LENGTH
 from rpc.web.pages import redirect
 
-_PROFILE = "SELECT email, display_name, headline, issuer IS NULL AS built_in FROM users WHERE id = %(id)s"
-_UPDATE = """
-UPDATE users SET display_name = %(display_name)s, headline = %(headline)s, updated_at = now() WHERE id = %(id)s
+_PROFILE = """
+SELECT email, display_name, headline, location, bio, issuer IS NULL AS built_in FROM users WHERE id = %(id)s
 """
+_UPDATE = """
+UPDATE users SET display_name = %(display_name)s, headline = %(headline)s, location = %(location)s, bio = %(bio)s,
+                 updated_at = now()
+WHERE id = %(id)s
+"""
+
+
+def _problem(name: str, value: str) -> str | None:
+    """Why a field of the form is refused: a line break in a one-line field, or too many characters."""
+    if name != "bio" and (problem := name_problem(value)):
+        return problem
+    if len(value) > _FIELDS[name] or "\x00" in value:
+        return f"Use at most {_FIELDS[name]:,} characters, without control characters."
+    return None
+
+
+# What the form edits, with the most characters each takes (as profile.update does).
+_FIELDS = {
+    "display_name": MAX_NAME_LENGTH,
+    "headline": MAX_NAME_LENGTH,
+    "location": MAX_NAME_LENGTH,
+    "bio": MAX_BIO_LENGTH,
+}
 
 
 @page
@@ -30,9 +54,9 @@ async def profile_page(panel: Panel) -> Response:
 
 @page
 async def save_profile(panel: Panel) -> Response:
-    """`POST /panel/profile` with `display_name` and `headline` (empty clears)."""
-    values = {name: panel.field(name).strip() for name in ("display_name", "headline")}
-    errors = {name: problem for name, value in values.items() if (problem := name_problem(value))}
+    """`POST /panel/profile` with `display_name`, `headline`, `location` and `bio` (empty clears)."""
+    values = {name: panel.field(name).strip() for name in _FIELDS}
+    errors = {name: problem for name, value in values.items() if (problem := _problem(name, value))}
     if errors:
         return await _profile(panel, status=400, errors=errors, values=values)
     await panel.conn.execute(_UPDATE, {"id": panel.user.user_id, **{k: v or None for k, v in values.items()}})
@@ -69,7 +93,12 @@ async def download_data(panel: Panel) -> Response:
     image elsewhere cannot make the browser export (and audit) anything."""
     async with panel.conn.transaction():
         document = await export(
-            panel.conn, panel.user.user_id, account_id=panel.account_id, actor=panel.actor, origin=panel.origin
+            panel.conn,
+            panel.user.user_id,
+            account_id=panel.account_id,
+            actor=panel.actor,
+            origin=panel.origin,
+            links=DownloadLinks(panel.web.settings),
         )
     name = f"hire-export-{dt.datetime.now(dt.UTC).date().isoformat()}.json"
     headers = {"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "no-store"}
@@ -87,7 +116,7 @@ async def _profile(
 ) -> Response:
     person = await (await panel.conn.execute(_PROFILE, {"id": panel.user.user_id})).fetchone()
     assert person is not None
-    shown = values or {"display_name": person["display_name"] or "", "headline": person["headline"] or ""}
+    shown = values or {name: person[name] or "" for name in _FIELDS}
     return panel.render(
         "panel/profile.html", status, section="profile", person=person, values=shown, errors=errors or {}
     )

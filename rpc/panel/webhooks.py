@@ -30,7 +30,8 @@ def kind_groups(kinds: Sequence[str]) -> list[tuple[str, list[str]]]:
 @page
 async def endpoints_page(panel: Panel) -> Response:
     """`GET /panel/webhooks`: the endpoints, and the form to add one."""
-    return await _endpoints(panel, values={"url": "", "event_kinds": []})
+    suggested = list(panel.services.vocabulary.suggested_event_kinds)
+    return await _endpoints(panel, values={"url": "", "event_kinds": suggested})
 
 
 @page

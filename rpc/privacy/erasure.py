@@ -1,4 +1,4 @@
-"""Erasing a person (CONTRACT.md §20, docs/privacy.md has the table-by-table account).
+"""Erasing a person (docs/privacy.md has the table-by-table account).
 
 One transaction, shared by `profile.delete` and `bin/admin delete-user`: the user's row is emptied and kept as
 the opaque id their applications and the audit log refer to; their applications lose every text they wrote or
@@ -38,10 +38,14 @@ FOR UPDATE OF u
 # and codes), so the next request with any of them finds nothing.
 _ERASE = (
     """UPDATE users SET email = NULL, password_hash = NULL, issuer = NULL, subject = NULL, display_name = NULL,
-                        headline = NULL, location = NULL, bio = NULL, deleted_at = now(), updated_at = now()
+                        headline = NULL, location = NULL, bio = NULL, resume_file_id = NULL, deleted_at = now(),
+                        updated_at = now()
        WHERE id = %(id)s""",
     """UPDATE applications SET cover_letter = NULL, resume_url = NULL, notes = NULL, updated_at = now()
        WHERE candidate_id = %(id)s""",
+    # Their files, from their applications too; the rows' deletion queues the bytes for the files sweep.
+    "DELETE FROM application_files WHERE file_id IN (SELECT id FROM files WHERE owner_id = %(id)s)",
+    "DELETE FROM files WHERE owner_id = %(id)s",
     "DELETE FROM api_keys WHERE user_id = %(id)s",
     "DELETE FROM refresh_tokens WHERE user_id = %(id)s",
     "DELETE FROM web_sessions WHERE user_id = %(id)s",

@@ -1,4 +1,4 @@
-"""Everything held about a person in one document (CONTRACT.md §20; KVKK art. 11, GDPR arts. 15 and 20).
+"""Everything held about a person in one document (docs/privacy.md; KVKK art. 11, GDPR arts. 15 and 20).
 
 Built in one place for `profile.export` and the panel's "Download my data", and recorded as `profile.exported`
 in the caller's transaction before it is read, so the document lists its own export among the audit entries.
@@ -14,6 +14,9 @@ from rpc.audit.entries import COLUMNS as AUDIT_COLUMNS
 from rpc.audit.entries import AuditEntry
 from rpc.core.envelope import Struct
 from rpc.core.types import Connection
+from rpc.files.links import DownloadLinks
+from rpc.files.model import COLUMNS as FILE_COLUMNS
+from rpc.files.model import File
 from rpc.privacy.profile import Profile, read_profile
 
 
@@ -64,11 +67,18 @@ class ExportedSession(Struct, frozen=True, kw_only=True):
     expires_at: dt.datetime
 
 
+class ExportedFile(File, frozen=True, kw_only=True):
+    """A file the person uploaded, with a link to its bytes (valid as long as `files.get`'s)."""
+
+    download_url: str
+
+
 class Export(Struct, frozen=True, kw_only=True):
     """Everything held about the caller."""
 
     profile: Profile
     applications: list[ExportedApplication]
+    files: list[ExportedFile]
     api_keys: list[ExportedApiKey]
     oauth_grants: list[ExportedGrant]
     sessions: list[ExportedSession]
@@ -85,6 +95,7 @@ FROM applications AS a JOIN jobs AS j ON j.id = a.job_id
 WHERE a.candidate_id = %(id)s
 ORDER BY a.created_at DESC, a.id DESC
 """
+_FILES = f"SELECT {FILE_COLUMNS} FROM files WHERE owner_id = %(id)s ORDER BY created_at DESC, id"
 _API_KEYS = """
 SELECT id::text AS id, name, mode, prefix, scopes, created_at, last_used_at, revoked_at
 FROM api_keys WHERE user_id = %(id)s ORDER BY created_at DESC, id
@@ -113,7 +124,13 @@ ORDER BY at DESC, id DESC
 
 
 async def export(
-    conn: Connection, user_id: str, *, account_id: str, actor: audit_log.Actor, origin: audit_log.Origin
+    conn: Connection,
+    user_id: str,
+    *,
+    account_id: str,
+    actor: audit_log.Actor,
+    origin: audit_log.Origin,
+    links: DownloadLinks,
 ) -> Export:
     """Record `profile.exported` and read everything held about the user, in `conn`'s open transaction (the
     entry commits with the export or not at all); `NotFound` when the user is gone."""
@@ -128,6 +145,7 @@ async def export(
     return Export(
         profile=profile,
         applications=[ExportedApplication(**row) for row in await rows(_APPLICATIONS)],
+        files=[ExportedFile(**row, download_url=links.url(row["id"])) for row in await rows(_FILES)],
         api_keys=[ExportedApiKey(**row) for row in await rows(_API_KEYS)],
         oauth_grants=[ExportedGrant(**row) for row in await rows(_GRANTS)],
         sessions=[ExportedSession(**row) for row in await rows(_SESSIONS)],

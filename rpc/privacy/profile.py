@@ -5,10 +5,14 @@ read it too."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from rpc.core.envelope import Struct
 from rpc.core.errors import NotFound
 from rpc.core.types import Connection, Role
+from rpc.files.model import File, as_json, nested
+
+MAX_BIO_LENGTH = 5_000  # characters of `bio`, in profile.update and the panel's profile page
 
 
 class Profile(Struct, frozen=True, kw_only=True):
@@ -22,12 +26,14 @@ class Profile(Struct, frozen=True, kw_only=True):
     headline: str | None
     location: str | None
     bio: str | None
+    resume: File | None
     created_at: dt.datetime
     updated_at: dt.datetime
 
 
-COLUMNS = """id::text AS id, email, display_name, role, account_id::text AS account_id,
-             headline, location, bio, created_at, updated_at"""
+COLUMNS = f"""id::text AS id, email, display_name, role, account_id::text AS account_id,
+             headline, location, bio, created_at, updated_at,
+             (SELECT {as_json("f")} FROM files AS f WHERE f.id = users.resume_file_id) AS resume"""
 _SELECT = f"SELECT {COLUMNS} FROM users WHERE id = %(id)s"
 
 
@@ -36,4 +42,9 @@ async def read_profile(conn: Connection, user_id: str) -> Profile:
     row = await (await conn.execute(_SELECT, {"id": user_id})).fetchone()
     if row is None:
         raise NotFound("Your user no longer exists.")
-    return Profile(**row)
+    return profile_of(row)
+
+
+def profile_of(row: dict[str, Any]) -> Profile:
+    """A row of `COLUMNS` as a Profile (its résumé arrives as JSON)."""
+    return Profile(**{**row, "resume": nested(row["resume"])})

@@ -1,4 +1,4 @@
-"""Retention (CONTRACT.md §20): personal data kept no longer than needed, removed by the delivery workers.
+"""Retention (docs/privacy.md): personal data kept no longer than needed, removed by the delivery workers.
 
 Each run does one bounded batch per kind of data (`BATCH` rows, the oldest first, through an index), in the
 periodic job's single short transaction: a table of millions of rows is worked down over successive runs, and
@@ -45,6 +45,15 @@ _STATEMENTS = {
             SELECT id FROM events
             WHERE body <> ''::bytea AND created_at < now() - make_interval(days => %(webhook_days)s)
             ORDER BY created_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
+    # The files sent with those applications are let go; the files sweep deletes each one (and its bytes) once
+    # no application or profile refers to it.
+    "application files": """
+        DELETE FROM application_files WHERE application_id IN (
+            SELECT a.id FROM applications AS a
+            WHERE a.status IN ('hired', 'rejected', 'withdrawn')
+              AND a.updated_at < now() - make_interval(days => %(application_days)s)
+              AND EXISTS (SELECT FROM application_files AS af WHERE af.application_id = a.id)
+            ORDER BY a.updated_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
     "applications": """
         UPDATE applications SET cover_letter = NULL, resume_url = NULL, notes = NULL WHERE id IN (
             SELECT id FROM applications

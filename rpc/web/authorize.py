@@ -189,7 +189,7 @@ def _consent(state: Web, auth: AuthorizationRequest, user: WebUser) -> Response:
         client=auth.client,
         scopes=scopes,
         withheld=[scope for scope in auth.scopes if scope not in scopes],
-        sentences=state.server.policy.sentences,
+        sentences=state.server.policy.sentences_for(user.role),
         redirect_host=_host(auth.redirect_uri),
         params=auth.params,
     )

@@ -16,7 +16,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from rpc.core.errors import RateLimited
 
 STYLESHEET = importlib.resources.files("rpc.web").joinpath("static/style.css").read_bytes()
-DEFAULT_LANDING = "/web/apps"
+# Where a sign-in without `?next=` goes: `/web`, which sends each person on to a page of their own (`landing`).
+DEFAULT_LANDING = "/web"
 _CSP_SOURCE = re.compile(r"^[a-z][a-z0-9+.-]*:(//[A-Za-z0-9.:\[\]-]+)?$")
 
 PAGE_HEADERS = {

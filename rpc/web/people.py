@@ -1,4 +1,4 @@
-"""The web pages of CONTRACT.md §19: sign-up, e-mail verification (and a new link), password reset, and
+"""The web pages of docs/people.md: sign-up, e-mail verification (and a new link), password reset, and
 accepting an invitation. Every form carries a CSRF token bound to the pre-session cookie of the sign-in form
 (purpose `people`); every page has `Referrer-Policy: no-referrer` and loads nothing from elsewhere. A page reached
 by a mailed link takes its token from the address into a cookie and redirects to itself without it
@@ -21,6 +21,7 @@ from rpc.auth.routes import after_answer, client_address, throttle_people
 from rpc.auth.teams import InviteeHasAccount
 from rpc.core.errors import InvalidLink, InvalidParams, PayloadTooLarge, RateLimited
 from rpc.core.types import Connection
+from rpc.mail.transport import local_mailbox
 from rpc.web import link_cookie
 from rpc.web.forms import Fields, FormError, read_form, single
 from rpc.web.pages import redirect
@@ -69,6 +70,12 @@ def _check_email(state: Web, email: str) -> Response:
         f"If {email} can receive it, a message is on its way there. Follow its link to go on; "
         "it may take a minute, and it may land in your spam folder."
     )
+    mailbox = local_mailbox(state.settings)
+    if mailbox is not None:
+        message += (
+            f" No mail server is configured here (SMTP_URL), so the message is written as an .eml file in "
+            f"{mailbox}, and its link is in the server's log."
+        )
     return state.pages.render("people_message.html", 200, title="Check your e-mail", message=message, link=None)
 
 

@@ -14,6 +14,7 @@ from rpc.audit import log as audit_log
 from rpc.auth.oauth import authorized_apps, revoke_access
 from rpc.auth.routes import client_address
 from rpc.core.errors import EmailNotVerified, InvalidCredentials, PayloadTooLarge, RateLimited
+from rpc.core.types import Role
 from rpc.web.forms import FormError, read_form, single
 from rpc.web.pages import DEFAULT_LANDING, local_path, redirect, signin_url
 from rpc.web.state import Web, web
@@ -127,7 +128,7 @@ async def apps_page(request: Request) -> Response:
         if user is None:
             return redirect(signin_url("/web/apps"))
         apps = await authorized_apps(conn, user.user_id)
-    return state.pages.render("apps.html", user=user, apps=apps, sentences=state.server.policy.sentences)
+    return state.pages.render("apps.html", user=user, apps=apps, sentences=state.server.policy.sentences_for(user.role))
 
 
 async def revoke_app(request: Request) -> Response:
@@ -158,6 +159,13 @@ async def revoke_app(request: Request) -> Response:
     return redirect("/web/apps")
 
 
+LANDINGS: dict[Role, str] = {"employer": "/panel", "admin": "/panel", "candidate": "/panel/profile"}
+
+
 async def home(request: Request) -> Response:
-    """`GET /web`: the person's landing page."""
-    return redirect(DEFAULT_LANDING)
+    """`GET /web`: where a sign-in without `?next=` lands: an employer (or admin) on the panel, a candidate on a
+    page of their own (their profile), anyone else on the sign-in form."""
+    state = web(request)
+    async with state.pool.connection() as conn:
+        user = await state.sessions.current(conn, request)
+    return redirect(signin_url(DEFAULT_LANDING) if user is None else LANDINGS[user.role])

@@ -24,7 +24,7 @@ import httpx
 import psycopg
 from psycopg import sql
 
-from tests.support import TEST_SECRET_KEY, free_port
+from tests.support import TEST_SECRET_KEY, free_port, settings_for
 
 ROOT = Path(__file__).resolve().parents[2]
 START_DEADLINE = 60.0  # seconds for a process to answer /healthz or print its first line, on a busy machine
@@ -58,6 +58,7 @@ def service_env(database_url: str, data_dir: Path, **settings: str) -> dict[str,
         "DATABASE_URL": database_url,
         "SERVICE_SECRET_KEY": TEST_SECRET_KEY,
         "SERVICE_ENV": "test",  # not production: receivers on 127.0.0.1 are allowed
+        "PUBLIC_URL": settings_for(database_url).public_url,  # the issuer of the tokens `Admin` mints
         "DATA_DIR": str(data_dir),
         **settings,
     }

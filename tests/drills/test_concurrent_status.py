@@ -1,4 +1,4 @@
-"""Drill: 200 concurrent `applications.update_status` on one application (issue 7, item 3; CONTRACT.md §6, §14).
+"""Drill: 200 concurrent `applications.update_status` on one application (issue 7, item 3; docs/decisions.md).
 
 Against a `bin/serve --no-worker` process, 200 threads released at once each ask to move the same `pending`
 application to a status drawn from the pipeline and `rejected` (mostly the middle of the pipeline, so that

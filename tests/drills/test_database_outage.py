@@ -1,4 +1,4 @@
-"""Drill: the database goes away under load, and comes back (issue 7, item 3; CONTRACT.md §3 `503 unavailable`).
+"""Drill: the database goes away under load, and comes back (issue 7, item 3; docs/decisions.md `503 unavailable`).
 
 A `bin/serve --no-worker` process with DB_POOL_TIMEOUT=1 takes a fixed 50 requests/s for 15 s, half
 `jobs.list` reads and half `jobs.create` writes, each write with a title of its own. Five seconds in, the

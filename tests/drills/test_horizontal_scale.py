@@ -1,4 +1,4 @@
-"""Horizontal scale (issue 7, item 5; DESIGN.md §4 "Many machines"): two `bin/serve --no-worker` processes and
+"""Horizontal scale (issue 7, item 5; docs/architecture.md): two `bin/serve --no-worker` processes and
 two `bin/worker` processes, started at once against one database and one Redis
 (RATE_LIMIT_STORAGE: the tests' own Redis).
 

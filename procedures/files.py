@@ -1,0 +1,119 @@
+"""Files: résumés and attachments (docs/files.md). Uploaded as multipart/form-data, accepted by their content
+alone; their bytes kept in the file store before their row commits; read back through short-lived signed
+links, by the person who uploaded them and by the employers of the jobs they were sent to."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from procedures.common import EXAMPLE_ID, Id, parse_id
+from rpc.core.context import Context
+from rpc.core.envelope import Params
+from rpc.core.errors import InvalidParams, NotFound, UnsupportedMediaType
+from rpc.core.multipart import Upload
+from rpc.core.registry import procedure
+from rpc.files.detect import ACCEPTED_TEXT, detect
+from rpc.files.links import Downloader
+from rpc.files.model import COLUMNS, File
+from rpc.files.service import Files
+
+_INSERT = f"""
+INSERT INTO files (id, owner_id, filename, content_type, size, sha256)
+VALUES (%(id)s, %(owner_id)s, %(filename)s, %(content_type)s, %(size)s, %(sha256)s)
+RETURNING {COLUMNS}
+"""
+# The uploader's own, or — for an employer or admin — one held by an application to their account's jobs.
+_VISIBLE = f"""
+SELECT {COLUMNS}, owner_id = %(user_id)s AS own FROM files AS f
+WHERE f.id = %(id)s
+  AND (f.owner_id = %(user_id)s
+       OR (%(employs)s AND EXISTS (
+           SELECT FROM application_files AS af
+           JOIN applications AS a ON a.id = af.application_id
+           JOIN jobs AS j ON j.id = a.job_id
+           WHERE af.file_id = f.id AND j.account_id = %(account_id)s)))
+"""
+_OWNED = f"SELECT {COLUMNS} FROM files WHERE id = ANY(%(ids)s) AND owner_id = %(user_id)s FOR KEY SHARE"
+
+
+class FileRef(Params, frozen=True, kw_only=True):
+    id: Id
+
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID}
+
+
+class FileDownload(File, frozen=True, kw_only=True):
+    """A File and a link to its bytes, valid for ten minutes, that works without credentials."""
+
+    download_url: str
+
+
+def files_of(ctx: Context) -> Files:
+    if ctx.files is None:
+        raise RuntimeError("the dispatcher hands every call the file store")
+    return ctx.files
+
+
+@procedure("files.upload", scope=("write:applications", "write:profile"), write=True, calls_out=True, upload=True)
+async def upload(ctx: Context, params: Upload) -> File:
+    """Upload a file (multipart/form-data, one part `file`): PDF, DOCX, ODT or plain UTF-8 text, told by its
+    content, at most FILES_MAX_BYTES (10 MiB). Refer to it from `applications.create` or `profile.update`
+    within 24 hours, or it is deleted."""
+    staged = Path(params.path)
+    if params.size == 0:
+        raise InvalidParams([{"field": "file", "message": "The file is empty."}])
+    content_type = await asyncio.to_thread(detect, staged)
+    if content_type is None:
+        raise UnsupportedMediaType(
+            f"This file is none of the accepted types ({ACCEPTED_TEXT}); the type is told by the content, "
+            "whatever the name or declared type says."
+        )
+    file_id = str(uuid.uuid4())
+    await files_of(ctx).store.put(file_id, staged)  # the bytes first: a File never lacks them
+    values = {
+        "id": file_id,
+        "owner_id": ctx.principal.user_id,
+        "filename": params.filename,
+        "content_type": content_type,
+        "size": params.size,
+        "sha256": params.sha256,
+    }
+    async with ctx.transaction() as conn:
+        row = await (await conn.execute(_INSERT, values)).fetchone()
+    return File(**row)  # type: ignore[arg-type]
+
+
+@procedure("files.get", scope=("read:applications", "read:profile"))
+async def get(ctx: Context, params: FileRef) -> FileDownload:
+    """A file you uploaded, or one sent with an application to your account's jobs, with a `download_url` valid
+    for ten minutes (it needs no credentials: share it with care)."""
+    principal = ctx.principal
+    values = {
+        "id": parse_id(params.id),
+        "user_id": principal.user_id,
+        "account_id": principal.account_id,
+        "employs": principal.role in ("employer", "admin"),
+    }
+    row = await (await ctx.conn.execute(_VISIBLE, values)).fetchone()
+    if row is None:
+        raise NotFound("No such file.")
+    own = row.pop("own")
+    actor = ctx.actor
+    downloader = None if own else Downloader(account_id=principal.account_id, actor=f"{actor.kind}:{actor.id}")
+    return FileDownload(**row, download_url=files_of(ctx).links.url(row["id"], downloader))
+
+
+async def owned(ctx: Context, ids: list[Id]) -> dict[str, File]:
+    """The caller's own files among `ids`, by id, locked against the sweep until the call commits; `404` naming
+    the first id that is not one of them."""
+    wanted = [parse_id(value) for value in ids]
+    rows = await (await ctx.conn.execute(_OWNED, {"ids": wanted, "user_id": ctx.principal.user_id})).fetchall()
+    found = {row["id"]: File(**row) for row in rows}
+    for file_id in wanted:
+        if str(file_id) not in found:
+            raise NotFound(f"No such file: {file_id}. Upload it first with files.upload.")
+    return found
