@@ -18,13 +18,13 @@ import msgspec
 from procedures.common import EXAMPLE_ID, NO_NUL, SPACE, Id, page_and_total, parse_id
 from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
 from procedures.files import owned
-from rpc.auth.principal import Principal
-from rpc.core.context import Context
 from rpc.core.envelope import FieldError, Page, PageParams, Params, Struct
 from rpc.core.errors import Conflict, Forbidden, InvalidTransition, NotFound
+from rpc.core.principal import Principal
 from rpc.core.registry import on_conflict, procedure
 from rpc.core.types import Role
 from rpc.db.pool import one_row
+from rpc.dispatch.context import Context
 from rpc.files.model import File, as_json, nested, nested_list
 
 Status = Literal["pending", "reviewed", "interview_scheduled", "offered", "hired", "rejected", "withdrawn"]

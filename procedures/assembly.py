@@ -15,7 +15,7 @@ from procedures.public_pages import routes as public_pages
 from procedures.published_cache import PROBE, PROBE_SQL
 from procedures.search.corpus import JOBS
 from procedures.vocabulary import VOCABULARY
-from rpc.core.business import Business
+from rpc.business import Business
 from rpc.settings import Settings
 
 

@@ -10,9 +10,9 @@ from typing import Annotated, Any
 
 import msgspec
 
-from rpc.core.context import Context
 from rpc.core.errors import InvalidParams, NotFound
 from rpc.db.pool import one_row
+from rpc.dispatch.context import Context
 
 # PostgreSQL text cannot hold NUL, so no string parameter may contain one.
 NO_NUL = r"^[^\x00]*$"

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from procedures.common import EXAMPLE_ID, Id, parse_id
-from rpc.core.context import Context
 from rpc.core.envelope import Params
 from rpc.core.errors import InvalidParams, NotFound, UnsupportedMediaType
 from rpc.core.multipart import Upload
 from rpc.core.registry import procedure
+from rpc.dispatch.context import Context
 from rpc.files.detect import ACCEPTED_TEXT, detect
 from rpc.files.links import Downloader
 from rpc.files.model import COLUMNS, File

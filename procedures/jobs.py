@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -22,33 +22,21 @@ from procedures.common import (
     set_clause,
 )
 from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
+from procedures.job_types import EmploymentType, JobStatus, JobSummary
 from procedures.published_cache import PROBE, VERSION_SQL, PublishedCache, changes_since
 from procedures.search import listing
 from procedures.search.corpus import INDEX
 from procedures.window import SLACK, Ranked, Window
-from rpc.auth.principal import Principal
-from rpc.core.context import Context
 from rpc.core.envelope import Page, PageParams, Params, Struct
 from rpc.core.errors import Forbidden, InvalidTransition, NotFound
 from rpc.core.memory import Slot
+from rpc.core.principal import Principal
 from rpc.core.registry import procedure
 from rpc.core.types import Role
+from rpc.dispatch.context import Context
 from rpc.search.index import SearchIndex
 
-EmploymentType = Literal["full_time", "part_time", "contract", "internship", "temporary"]
-JobStatus = Literal["draft", "published", "closed"]
 EMPLOYERS: tuple[Role, ...] = ("employer", "admin")
-
-
-class JobSummary(Struct, frozen=True, kw_only=True):
-    """A job as it appears in lists."""
-
-    id: str
-    title: str
-    company: str
-    location: str
-    status: JobStatus
-    created_at: dt.datetime
 
 
 class Job(JobSummary, frozen=True, kw_only=True):

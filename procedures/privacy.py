@@ -12,10 +12,10 @@ import msgspec
 from procedures.common import NO_NUL, Moment, moment
 from procedures.files import files_of
 from rpc.audit import entries
-from rpc.core.context import Context
 from rpc.core.envelope import Empty, FieldError, Params, Struct
 from rpc.core.errors import Conflict, InvalidParams, NotFound
 from rpc.core.registry import procedure
+from rpc.dispatch.context import Context
 from rpc.privacy.erasure import LastMemberPaying, erase_user
 from rpc.privacy.export import Export, export
 from rpc.privacy.profile import read_profile

@@ -16,13 +16,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from procedures import assembly
-from rpc.auth import routes as identity
 from rpc.auth.keyring import ensure_signing_key
 from rpc.auth.oauth import ScopePolicy
-from rpc.core.business import Business
+from rpc.business import Business
 from rpc.core.cors import CorsMiddleware
 from rpc.core.crypto import Sealer
-from rpc.core.dispatch import ANY_METHOD, unknown_version
 from rpc.core.errors import MethodNotAllowed, NotFound
 from rpc.core.middleware import HttpsOnlyMiddleware, RequestIdMiddleware
 from rpc.core.openapi import openapi_document
@@ -30,13 +28,14 @@ from rpc.core.registry import Registry, registry
 from rpc.core.responses import error_response, json_response
 from rpc.core.vocabulary import Vocabulary
 from rpc.db.migrate import migrate
-from rpc.ops import health
+from rpc.dispatch.dispatcher import ANY_METHOD, unknown_version
 from rpc.outbox.queue import ensure_queue_schema
 from rpc.panel import routes as panel
-from rpc.payments import receiver as payments
 from rpc.services import Services
 from rpc.settings import Settings
-from rpc.web import downloads
+from rpc.web import auth_api as identity
+from rpc.web import downloads, health
+from rpc.web import receiver as payments
 from rpc.web import routes as web
 from rpc.web.state import Web
 

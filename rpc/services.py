@@ -21,30 +21,31 @@ from rpc.auth.keyring import KeyRing
 from rpc.auth.passwords import Passwords
 from rpc.auth.people import People
 from rpc.auth.teams import Teams
+from rpc.business import Business
 from rpc.core import idempotency
-from rpc.core.business import Business
 from rpc.core.crypto import Sealer
-from rpc.core.dispatch import Dispatcher
 from rpc.core.memory import Memory
+from rpc.core.metrics import Metrics
+from rpc.core.periodic import Periodic
 from rpc.core.registry import Registry
 from rpc.core.vocabulary import Vocabulary
 from rpc.db.pool import Pool, open_pool
+from rpc.dispatch.dispatcher import Dispatcher
 from rpc.files import sweep
 from rpc.files.service import Files
 from rpc.limits.ratelimit import RateLimiter, development_budgets
 from rpc.limits.throttle import Throttle, open_storage
 from rpc.mail.outbox import Mail
-from rpc.ops.metrics import Metrics
+from rpc.outbox.deliverer import Deliverer
 from rpc.outbox.emit import Emitter, build_emitter
 from rpc.outbox.endpoints import Webhooks
-from rpc.outbox.periodic import Periodic
 from rpc.outbox.sender import Sender
 from rpc.outbox.ssrf import guard
-from rpc.outbox.worker import Deliverer, run_worker, worker_app
 from rpc.payments.provider import Provider
 from rpc.privacy import retention
 from rpc.search.index import SearchIndex
 from rpc.settings import Settings
+from rpc.worker.runtime import run_worker, worker_app
 
 IN_PROCESS_CONCURRENCY = 10
 

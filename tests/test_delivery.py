@@ -27,7 +27,7 @@ import msgspec
 import pytest
 
 from rpc.core.errors import NotFound
-from rpc.outbox.worker import USER_AGENT
+from rpc.outbox.deliverer import USER_AGENT
 from tests.conftest import Databases
 from tests.receiver import Hook, Received, Receiver, Reply
 from tests.support import (

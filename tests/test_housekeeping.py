@@ -8,11 +8,11 @@ import uuid
 
 from procedures.vocabulary import VOCABULARY
 from rpc.auth import housekeeping
-from rpc.core.business import Business
+from rpc.business import Business
 from rpc.ops import admin as ops
-from rpc.outbox.worker import worker_app
 from rpc.services import periodic_work
 from rpc.settings import Settings
+from rpc.worker.runtime import worker_app
 from tests.support import Admin, User
 
 EXPIRED, LIVE = "now() - interval '1 second'", "now() + interval '1 hour'"

@@ -8,9 +8,9 @@ import asyncio
 import time
 
 from rpc.db.pool import Pool, open_pool
+from rpc.outbox.deliverer import Deliverer
 from rpc.outbox.lanes import Lanes
 from rpc.outbox.sender import Sender
-from rpc.outbox.worker import Deliverer
 from tests.conftest import Databases
 from tests.support import Admin, settings_for
 from tests.test_worker_crash import Receiver, emit, subscribe

@@ -9,6 +9,32 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("rpc", "procedures")
+# The layer table (docs/architecture.md): a room imports only rooms on lower floors. Each folder under rpc/ is a
+# room, and so is each module directly under it; the rooms of procedures/ all stand above rpc/ but below its
+# assembly (`rpc.app`, which alone imports them) and the command line.
+FLOORS = {
+    "rpc.settings": 0,
+    "rpc.core": 1,
+    "rpc.db": 2,
+    "rpc.limits": 2,
+    "rpc.audit": 3,
+    "rpc.outbox": 3,
+    "rpc.search": 3,
+    "rpc.files": 3,
+    "rpc.mail": 4,
+    "rpc.payments": 4,
+    "rpc.auth": 5,
+    "rpc.business": 5,
+    "rpc.privacy": 6,
+    "rpc.worker": 6,
+    "rpc.dispatch": 6,
+    "rpc.services": 7,
+    "rpc.web": 8,
+    "rpc.panel": 9,
+    "procedures": 10,
+    "rpc.app": 11,
+    "rpc.ops": 12,
+}
 
 
 def modules() -> dict[str, Path]:
@@ -44,6 +70,43 @@ def graph() -> dict[str, set[str]]:
     return {name: {target for target in imported(path, known) if target != name} for name, path in known.items()}
 
 
+def room(module: str) -> str:
+    """The room a module stands in: `rpc.<folder>` or `rpc.<module>`; `procedures.<folder or module>`."""
+    return ".".join(module.split(".")[:2])
+
+
+def floor(name: str) -> int:
+    return FLOORS["procedures"] if name.startswith("procedures") else FLOORS[name]
+
+
+def room_graph() -> dict[str, set[str]]:
+    """Which rooms each room imports (a package's own `__init__` counts as no room)."""
+    rooms: dict[str, set[str]] = {}
+    for name, targets in graph().items():
+        if name in PACKAGES:
+            continue
+        rooms.setdefault(room(name), set()).update(room(target) for target in targets if target not in PACKAGES)
+    return {name: targets - {name} for name, targets in rooms.items()}
+
+
+def test_every_room_has_its_floor() -> None:
+    assert sorted(name for name in room_graph() if not name.startswith("procedures") and name not in FLOORS) == []
+
+
+def test_rooms_import_only_rooms_below_them() -> None:
+    upward = sorted(
+        (name, target)
+        for name, targets in room_graph().items()
+        for target in targets
+        if floor(target) >= floor(name) and not (name.startswith("procedures") and target.startswith("procedures"))
+    )
+    assert upward == []
+
+
+def test_no_room_imports_itself_round_a_circle() -> None:
+    assert circles(room_graph()) == []
+
+
 def test_rpc_imports_procedures_only_in_the_assembly() -> None:
     offenders = sorted(
         (name, target)
@@ -55,17 +118,16 @@ def test_rpc_imports_procedures_only_in_the_assembly() -> None:
     assert offenders == []
 
 
-def test_no_module_imports_itself_round_a_circle() -> None:
-    edges = graph()
-    # A package's __init__ importing nothing, its submodules importing their siblings: only real circles count.
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle a depth-first walk of `edges` finds (none, in a house that depends one way)."""
     state: dict[str, int] = {}
-    cycles: list[list[str]] = []
+    found: list[list[str]] = []
 
     def visit(name: str, path: list[str]) -> None:
         state[name] = 1
         for target in sorted(edges.get(name, ())):
             if state.get(target) == 1:
-                cycles.append([*path[path.index(target) :], target])
+                found.append([*path[path.index(target) :], target])
             elif target not in state:
                 visit(target, [*path, target])
         state[name] = 2
@@ -73,7 +135,12 @@ def test_no_module_imports_itself_round_a_circle() -> None:
     for name in sorted(edges):
         if name not in state:
             visit(name, [name])
-    assert cycles == []
+    return found
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    # A package's __init__ importing nothing, its submodules importing their siblings: only real circles count.
+    assert circles(graph()) == []
 
 
 def test_the_package_holds_no_benchmark_code() -> None:
@@ -120,11 +187,13 @@ def test_the_credential_rule_is_written_once() -> None:
 
 
 def test_duplicate_keys_are_read_only_by_the_constraint_translation() -> None:
-    """A duplicate is told apart by the constraint it broke (`rpc.db.constraints`), never caught wholesale."""
+    """A duplicate is told apart by the constraint it broke (`rpc.core.database_errors`), never caught wholesale."""
     caught = sorted(
         name
         for name, path in modules().items()
-        # The db room may: creating a database races on the system catalog, not on a constraint of ours.
-        if not name.startswith("rpc.db.") and "errors.UniqueViolation" in path.read_text()
+        # Creating a database (the db room) races on the system catalog, not on a constraint of ours.
+        if name != "rpc.core.database_errors"
+        and not name.startswith("rpc.db.")
+        and "errors.UniqueViolation" in path.read_text()
     )
     assert caught == []

@@ -11,10 +11,10 @@ import pytest
 from starlette.requests import Request
 
 from rpc.app import load_registry
-from rpc.core.context import Context
 from rpc.core.envelope import Empty, Params, Struct
 from rpc.core.params import query_object
 from rpc.core.registry import RegistrationError, Registry
+from rpc.dispatch.context import Context
 
 
 class Out(Struct, frozen=True, kw_only=True):

@@ -12,9 +12,9 @@ import httpx
 
 from rpc.auth.authenticate import Authenticator
 from rpc.auth.keyring import KeyRing
-from rpc.auth.principal import Principal
 from rpc.auth.remembered import Credential, RememberedCredentials
 from rpc.core.crypto import Sealer
+from rpc.core.principal import Principal
 from rpc.ops import admin as ops
 from tests.support import TEST_SECRET_KEY, Admin, User, assert_refused, bearer, error_code
 

@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 from rpc.db.pool import open_pool
 from rpc.ops import admin as ops
 from rpc.ops.admin import AdminError
+from rpc.outbox.deliverer import Deliverer
 from rpc.outbox.endpoints import TestEvent as WebhookTestEvent  # not collected as a test class
 from rpc.outbox.sender import Sender
 from rpc.outbox.ssrf import AddressGuard, BlockedDestination, embedded_ipv4, guard, permitted
-from rpc.outbox.worker import Deliverer
 from rpc.settings import Settings
 from tests.support import Admin, User, emitter_for, settings_for
 

@@ -36,9 +36,9 @@ from procedures.jobs import JobEvent
 from rpc.db.pool import open_pool
 from rpc.ops import admin as ops
 from rpc.outbox.claims import Outcome, Settlement, claim, settle
+from rpc.outbox.deliverer import Deliverer
 from rpc.outbox.queue import DELIVER_TASK
 from rpc.outbox.sender import Sender
-from rpc.outbox.worker import Deliverer
 from rpc.settings import Settings
 from tests.conftest import Databases
 from tests.support import TEST_SECRET_KEY, Admin, emitter_for, settings_for

@@ -14,12 +14,12 @@ from starlette.routing import Route
 from procedures.billing.provider import PayTRSettings
 from procedures.billing.subscriptions import BILLING_ROLES, Buyer, open_checkout
 from procedures.vocabulary import PLANS
-from rpc.auth.routes import client_address
 from rpc.core.errors import Conflict, Unavailable
 from rpc.core.types import Connection
 from rpc.panel import reveals
 from rpc.panel.handler import Panel, error_page, page
 from rpc.panel.pages import PanelPages
+from rpc.web.auth_api import client_address
 from rpc.web.pages import redirect
 
 PAGES = PanelPages("procedures.billing")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from procedures.billing.shapes import PlanInfo
 from procedures.vocabulary import PLANS, VOCABULARY
-from rpc.core.context import Context
 from rpc.core.envelope import Page, PageParams
 from rpc.core.registry import procedure
 from rpc.core.vocabulary import Plan
+from rpc.dispatch.context import Context
 
 
 def default_plan() -> str:

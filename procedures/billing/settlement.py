@@ -25,9 +25,8 @@ from procedures.billing.shapes import (
     SubscriptionEvent,
 )
 from rpc.audit import log as audit_log
+from rpc.core.periodic import EventSink, Periodic
 from rpc.core.types import Connection
-from rpc.outbox.emit import Emitter
-from rpc.outbox.periodic import Periodic
 from rpc.payments.plan_change import change_plan, change_plans
 
 log = logging.getLogger(__name__)
@@ -109,7 +108,7 @@ async def lock_account(conn: Connection, account_id: str) -> None:
     await conn.execute(_LOCK_ACCOUNT, {"account_id": account_id})
 
 
-async def settle(conn: Connection, emitter: Emitter, notice: Notice, *, actor: audit_log.Actor) -> str:
+async def settle(conn: Connection, emitter: EventSink, notice: Notice, *, actor: audit_log.Actor) -> str:
     """Apply a verified notice to its payment, in the caller's transaction; return the audit word. `actor` is
     the provider, as the audit log records a plan it changes.
 
@@ -140,7 +139,7 @@ async def settle(conn: Connection, emitter: Emitter, notice: Notice, *, actor: a
 
 async def _fail(
     conn: Connection,
-    emitter: Emitter,
+    emitter: EventSink,
     payment: Mapping[str, Any],
     reason: str | None,
     code: str | None,
@@ -160,7 +159,7 @@ async def _fail(
 
 async def _complete(
     conn: Connection,
-    emitter: Emitter,
+    emitter: EventSink,
     payment: Mapping[str, Any],
     subscription: Mapping[str, Any],
     actor: audit_log.Actor,
@@ -205,7 +204,7 @@ async def _complete(
 
 
 async def _invoice(
-    conn: Connection, emitter: Emitter, payment: Mapping[str, Any], plan: str, period: Mapping[str, Any]
+    conn: Connection, emitter: EventSink, payment: Mapping[str, Any], plan: str, period: Mapping[str, Any]
 ) -> None:
     """The payment's invoice, numbered from the year's counter row, which stays locked until this commits:
     a number is used exactly when its invoice is, so numbers run without gaps."""
@@ -262,7 +261,7 @@ def _payment_event(
     )
 
 
-async def expire_subscriptions(conn: Connection, emitter: Emitter) -> None:
+async def expire_subscriptions(conn: Connection, emitter: EventSink) -> None:
     """End the active subscriptions whose period has passed unpaid: `expired`, the account back on the free
     plan (`plan.changed` by the automated `subscription-expiry`), and `billing.subscription.cancelled` with status
     `expired`; in batches, skipping rows in use."""

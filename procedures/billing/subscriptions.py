@@ -34,13 +34,13 @@ from procedures.billing.shapes import (
 )
 from procedures.common import Id, page_and_total, parse_id
 from procedures.vocabulary import PLANS
-from rpc.core.context import Context, TransactionOpener
 from rpc.core.envelope import Page, PageParams
 from rpc.core.errors import Conflict, InvalidTransition, NotFound, Unavailable
 from rpc.core.registry import procedure
 from rpc.core.types import Connection, Role
 from rpc.core.vocabulary import Plan
 from rpc.db.pool import one_row
+from rpc.dispatch.context import Context, TransactionOpener
 from rpc.payments.plan_change import change_plan
 from rpc.settings import Settings
 

@@ -15,10 +15,10 @@ from starlette.responses import Response
 from procedures.applications import APPLIED_ONCE, CreateApplication, create_application
 from procedures.public_pages.jobposting import LABELS, PublicJob
 from procedures.public_pages.site import context_for, find_job, job_gone, message, render
+from rpc.core.database_errors import on_duplicate
 from rpc.core.errors import Conflict, NotFound, PayloadTooLarge, RateLimited
 from rpc.core.params import read_body
 from rpc.core.types import Connection
-from rpc.db.constraints import on_duplicate
 from rpc.services import services
 from rpc.web.forms import FORM, FormError, media_type, parse_form
 from rpc.web.pages import redirect

@@ -13,8 +13,8 @@ from procedures.public_pages.site import find_job, job_gone, public, render, vis
 from procedures.published_cache import PROBE, PROBE_SQL
 from procedures.search.jobs import search_jobs
 from procedures.search.request import SearchJobs
-from rpc.auth.principal import Principal
 from rpc.core.errors import RpcError
+from rpc.core.principal import Principal
 from rpc.services import services
 from rpc.web.state import web
 

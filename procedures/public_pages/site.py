@@ -12,12 +12,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from procedures.public_pages.jobposting import PublicJob
-from rpc.auth.principal import Principal
-from rpc.auth.routes import client_address
-from rpc.core.context import Context
+from rpc.core.principal import Principal
 from rpc.core.types import Connection
+from rpc.dispatch.context import Context
 from rpc.panel.pages import PanelPages
 from rpc.services import Services
+from rpc.web.auth_api import client_address
 from rpc.web.pages import content_security_policy
 from rpc.web.sessions import WebUser
 

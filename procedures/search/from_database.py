@@ -9,10 +9,10 @@ from typing import Any
 import msgspec
 
 from procedures.common import like_pattern
-from procedures.jobs import JobSummary
+from procedures.job_types import JobSummary
 from procedures.search.facets import FacetCounts, counts_sql
 from procedures.search.request import Search, SearchPage
-from rpc.core.context import Context
+from rpc.dispatch.context import Context
 
 _SHOWN = "id::text AS id, title, company, location, status, created_at, published_at AS _published_at"
 # The tier: 1 when the title alone answers the query, else 0.

@@ -8,7 +8,7 @@ import datetime as dt
 import msgspec
 import tantivy
 
-from procedures.jobs import JobSummary
+from procedures.job_types import JobSummary
 from procedures.search.corpus import micros, rank
 from procedures.search.facets import NAMES, FacetCounts, Facets
 from procedures.search.filters import contains, every

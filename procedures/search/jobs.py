@@ -12,8 +12,8 @@ from procedures.published_cache import PROBE
 from procedures.search import from_database, from_index
 from procedures.search.corpus import INDEX
 from procedures.search.request import Search, SearchJobs, SearchPage
-from rpc.core.context import Context
 from rpc.core.registry import procedure
+from rpc.dispatch.context import Context
 from rpc.search.index import SearchIndex
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 
 from procedures.common import Moment, PlainText, moment
-from procedures.jobs import EmploymentType, JobSummary
+from procedures.job_types import EmploymentType, JobSummary
 from procedures.search import cursor
 from procedures.search.facets import Facets
 from procedures.search.syntax import Typed, parse

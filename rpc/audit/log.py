@@ -17,7 +17,7 @@ from typing import Any, Literal
 import msgspec
 from starlette.requests import HTTPConnection
 
-from rpc.auth.principal import Principal
+from rpc.core.principal import Principal
 from rpc.core.types import Connection
 from rpc.db.pool import one_row
 

@@ -23,11 +23,11 @@ import jwt
 from rpc.auth import access_tokens, apikeys
 from rpc.auth.external import ExternalProvider
 from rpc.auth.keyring import KeyRing
-from rpc.auth.principal import CredentialKind, Principal
 from rpc.auth.remembered import Credential, RememberedCredentials, principal_of
 from rpc.auth.validity import still_valid
 from rpc.core.crypto import token_hash
 from rpc.core.errors import InvalidApiKey, InvalidToken, MissingCredentials, TokenExpired, Unauthenticated
+from rpc.core.principal import CredentialKind, Principal
 from rpc.core.types import ROLES, Connection
 from rpc.settings import Settings
 

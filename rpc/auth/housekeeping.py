@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import logging
 
+from rpc.core.periodic import EventSink, Periodic
 from rpc.core.types import Connection
-from rpc.outbox.emit import Emitter
-from rpc.outbox.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +35,7 @@ async def forget_expired(conn: Connection) -> int:
     return gone
 
 
-async def _forget_on_schedule(conn: Connection, emitter: Emitter) -> None:
+async def _forget_on_schedule(conn: Connection, emitter: EventSink) -> None:
     log.info("forgot %d expired sessions, refresh tokens and mailed links", await forget_expired(conn))
 
 

@@ -1,7 +1,7 @@
 """The OAuth 2.0 authorization server's rules, without HTTP: scopes, codes, grants, tokens, revocation.
 
 RFC 6749 (authorization code and refresh token grants), RFC 7636 (PKCE, S256 only), RFC 7009 (revocation)
-and the OAuth 2.0 Security BCP (RFC 9700). The HTTP endpoints (rpc/web/authorize.py, rpc/auth/oauth_routes.py)
+and the OAuth 2.0 Security BCP (RFC 9700). The HTTP endpoints (rpc/web/authorize.py, rpc/web/token.py)
 only translate requests and answers.
 
 - A consent gives a **code**: random, stored as its SHA-256, 10 minutes, one use, bound to the client, the

@@ -16,10 +16,10 @@ import email_validator
 from rpc.audit import log as audit_log
 from rpc.auth import links
 from rpc.auth.passwords import Passwords
+from rpc.core.database_errors import on_duplicate
 from rpc.core.envelope import Params
 from rpc.core.errors import InvalidCredentials, InvalidParams
 from rpc.core.types import Connection
-from rpc.db.constraints import on_duplicate
 from rpc.db.pool import one_row
 from rpc.mail.outbox import Mail
 from rpc.settings import Settings

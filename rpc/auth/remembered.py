@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rpc.auth.principal import CredentialKind, Principal
+from rpc.core.principal import CredentialKind, Principal
 
 
 @dataclass(frozen=True, slots=True)

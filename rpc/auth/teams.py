@@ -35,9 +35,9 @@ from rpc.auth.people import (
     password_problem,
 )
 from rpc.core.crypto import random_token, token_hash
+from rpc.core.database_errors import on_duplicate
 from rpc.core.errors import Conflict, InvalidLink, NotFound
 from rpc.core.types import Connection
-from rpc.db.constraints import on_duplicate
 from rpc.db.pool import one_row
 from rpc.mail.outbox import Mail
 from rpc.settings import Settings

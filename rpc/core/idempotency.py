@@ -28,9 +28,8 @@ import msgspec
 from starlette.requests import Request
 
 from rpc.core.errors import Conflict, InvalidParams, RpcError
+from rpc.core.periodic import EventSink, Periodic
 from rpc.core.types import Connection
-from rpc.outbox.emit import Emitter
-from rpc.outbox.periodic import Periodic
 
 HEADER = "Idempotency-Key"
 REPLAYED = "Idempotent-Replayed"
@@ -177,7 +176,7 @@ async def release(conn: Connection, call: Claim) -> None:
     await conn.execute(_RELEASE, call.values)
 
 
-async def _purge(conn: Connection, emitter: Emitter) -> None:
+async def _purge(conn: Connection, emitter: EventSink) -> None:
     """Keys past their 24 hours, in batches (each its own short statement)."""
     while (await conn.execute(_PURGE, {"batch": PURGE_BATCH})).rowcount == PURGE_BATCH:
         pass

@@ -8,10 +8,10 @@ import psycopg
 from psycopg_pool import PoolTimeout
 from starlette.responses import Response
 
+from rpc.core.database_errors import translate
 from rpc.core.envelope import encode_error
 from rpc.core.errors import RpcError
 from rpc.core.registry import Registry
-from rpc.db.pool import translate
 
 log = logging.getLogger(__name__)
 

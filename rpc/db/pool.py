@@ -10,20 +10,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
-from psycopg import errors as pgerrors
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from rpc.core.errors import Busy, Conflict, InvalidParams, RpcError, Unavailable
-from rpc.core.registry import Registry
 from rpc.core.types import Connection
-from rpc.db.constraints import violated
 from rpc.settings import Settings
 
 log = logging.getLogger(__name__)
 
 # A lock conflict, not an outage: the database answered, and a whole transaction tried again may well pass.
-LOCK_CONFLICTS = (pgerrors.DeadlockDetected, pgerrors.SerializationFailure, pgerrors.LockNotAvailable)
 
 
 class Pool(AsyncConnectionPool[Connection]):
@@ -109,19 +104,3 @@ async def count_for_account(conn: Connection, account_id: str, query: str) -> in
     await conn.execute("SELECT FROM accounts WHERE id = %(account_id)s FOR UPDATE", {"account_id": account_id})
     cursor = await conn.execute(query, {"account_id": account_id})
     return int((await one_row(cursor))["n"])
-
-
-def translate(exc: psycopg.Error | PoolTimeout, registry: Registry | None) -> RpcError | None:
-    """The API error a driver error stands for, or None when it is a bug (an internal error)."""
-    if isinstance(exc, LOCK_CONFLICTS):
-        log.warning("database busy, the call was not applied: %s", type(exc).__name__)
-        return Busy()
-    if isinstance(exc, PoolTimeout | psycopg.OperationalError):
-        log.warning("database unavailable: %s", type(exc).__name__)
-        return Unavailable()
-    constraint = violated(exc)
-    if constraint is not None:  # the constraint chooses the message; its name, a detail of our schema, is not shown
-        return Conflict(registry.conflict_message(constraint) if registry else None)
-    if isinstance(exc, psycopg.DataError):  # SQLSTATE class 22: a value the database cannot take
-        return InvalidParams([{"field": "", "message": "A value is not acceptable (out of range or malformed)."}])
-    return None

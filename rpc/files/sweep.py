@@ -14,11 +14,10 @@ import logging
 
 import psycopg
 
+from rpc.core.periodic import EventSink, Periodic
 from rpc.core.types import Connection
 from rpc.files.service import open_store
 from rpc.files.store import Store, is_file_id
-from rpc.outbox.emit import Emitter
-from rpc.outbox.periodic import Periodic
 from rpc.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,10 +78,10 @@ def periodic(settings: Settings) -> dict[str, Periodic]:
     """The sweep every minute and the strays' hourly, on the deployment's store."""
     store = open_store(settings)
 
-    async def run(conn: Connection, emitter: Emitter) -> None:
+    async def run(conn: Connection, emitter: EventSink) -> None:
         log.info("files sweep: %s", await sweep(conn, store))
 
-    async def strays(conn: Connection, emitter: Emitter) -> None:
+    async def strays(conn: Connection, emitter: EventSink) -> None:
         log.info("files sweep: %d stray objects deleted", await sweep_strays(conn, store))
 
     return {"files_sweep": Periodic(cron="* * * * *", run=run), "files_strays": Periodic(cron="17 * * * *", run=strays)}

@@ -19,10 +19,10 @@ from rpc.auth.passwords import Passwords
 from rpc.auth.people import EMAIL_TAKEN, email_problem, name_problem, normal_email, password_problem
 from rpc.auth.teams import TEAM_ROLES, Teams
 from rpc.core.crypto import Sealer
+from rpc.core.database_errors import on_duplicate
 from rpc.core.errors import InvalidParams, RpcError
 from rpc.core.types import ROLES, Connection
 from rpc.core.vocabulary import Vocabulary
-from rpc.db.constraints import on_duplicate
 from rpc.db.pool import one_row
 from rpc.mail.outbox import Mail
 from rpc.ops import oauth_demo as demo

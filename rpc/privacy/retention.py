@@ -11,9 +11,8 @@ import logging
 
 import msgspec
 
+from rpc.core.periodic import EventSink, Periodic
 from rpc.core.types import Connection
-from rpc.outbox.emit import Emitter
-from rpc.outbox.periodic import Periodic
 from rpc.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -95,7 +94,7 @@ def periodic(settings: Settings) -> Periodic:
     """The retention job with the deployment's periods."""
     periods = settings.section("RETENTION_", RetentionSettings)
 
-    async def run(conn: Connection, emitter: Emitter) -> None:
+    async def run(conn: Connection, emitter: EventSink) -> None:
         log.info("retention: %s", await retain(conn, periods))
 
     return Periodic(cron=SCHEDULE, run=run)

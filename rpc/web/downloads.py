@@ -12,12 +12,12 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from rpc.audit import log as audit_log
-from rpc.auth.routes import client_address
 from rpc.core.errors import Forbidden, NotFound
 from rpc.core.responses import error_response
 from rpc.core.types import Connection
 from rpc.files.links import PATH, Downloader, LinkRefused, attachment
 from rpc.services import services
+from rpc.web.auth_api import client_address
 
 _FILE = "SELECT filename, content_type, size FROM files WHERE id = %(id)s"
 _ACTOR_KINDS = typing.get_args(audit_log.ActorKind)

@@ -17,12 +17,12 @@ from starlette.responses import Response
 from rpc.audit import log as audit_log
 from rpc.auth import links
 from rpc.auth.people import SignUp, email_problem, normal_email
-from rpc.auth.routes import after_answer, client_address, throttle_people
 from rpc.auth.teams import InviteeHasAccount
 from rpc.core.errors import InvalidLink, InvalidParams, PayloadTooLarge, RateLimited
 from rpc.core.types import Connection
 from rpc.mail.transport import local_mailbox
 from rpc.web import link_cookie
+from rpc.web.auth_api import after_answer, client_address, throttle_people
 from rpc.web.forms import Fields, FormError, read_form, single
 from rpc.web.pages import redirect
 from rpc.web.state import Web, web

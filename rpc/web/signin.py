@@ -12,9 +12,9 @@ from starlette.responses import Response
 
 from rpc.audit import log as audit_log
 from rpc.auth.oauth import authorized_apps, revoke_access
-from rpc.auth.routes import client_address
 from rpc.core.errors import EmailNotVerified, InvalidCredentials, PayloadTooLarge, RateLimited
 from rpc.core.types import Role
+from rpc.web.auth_api import client_address
 from rpc.web.forms import FormError, read_form, single
 from rpc.web.pages import DEFAULT_LANDING, local_path, redirect, signin_url
 from rpc.web.state import Web, web

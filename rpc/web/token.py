@@ -24,13 +24,13 @@ from starlette.routing import Route
 
 from rpc.auth import access_tokens
 from rpc.auth.oauth import InvalidClient, InvalidRequest, OAuthError, TokenResponse, UnsupportedGrantType
-from rpc.auth.routes import NO_STORE, client_address
-from rpc.core.dispatch import ANY_METHOD
+from rpc.core.database_errors import translate
 from rpc.core.envelope import encoder
 from rpc.core.errors import InvalidJson, RpcError
 from rpc.core.params import decode_json, is_json, read_body
 from rpc.core.responses import json_response
-from rpc.db.pool import translate
+from rpc.dispatch.dispatcher import ANY_METHOD
+from rpc.web.auth_api import NO_STORE, client_address
 from rpc.web.forms import FORM, MAX_FORM_BYTES, FormError, media_type, parse_form
 from rpc.web.state import Web, web
 

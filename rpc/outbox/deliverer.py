@@ -11,7 +11,7 @@ this one) and the job (deleted, or rescheduled for that next attempt) change tog
 still `doing` under its id, and the periodic retry of stalled jobs repeats those attempts without using up one of
 the five. Delivery is therefore at least once; receivers discard duplicates by `idempotency_key`.
 
-procrastinate's own worker runs beside, for the periodic work (the stalled-job retry among it) and e-mail.
+procrastinate's own worker runs beside (`rpc.worker.runtime`), for the periodic work and e-mail.
 """
 
 from __future__ import annotations
@@ -20,25 +20,17 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import procrastinate
 import psycopg
-from procrastinate import JobContext
-from procrastinate.exceptions import ConnectorException
-from procrastinate.jobs import Notification
 
 from rpc.core.crypto import Sealer, SealError
+from rpc.core.metrics import Metrics
 from rpc.db.pool import Pool
-from rpc.mail.postman import Postman, send_mail
-from rpc.ops.metrics import Metrics
 from rpc.outbox.claims import Outcome, Settlement, beat, claim, claim_delivery, register, settle, unregister
-from rpc.outbox.emit import Emitter
 from rpc.outbox.lanes import Lanes, Row
-from rpc.outbox.periodic import Periodic
-from rpc.outbox.queue import DELIVERY_QUEUE, MAIL_TASK, QUEUE
 from rpc.outbox.sender import Sender, describe_failure
 from rpc.outbox.signatures import ENDPOINT_SEAL_PURPOSE, signed_headers
 from rpc.outbox.ssrf import BlockedDestination
@@ -47,38 +39,6 @@ from rpc.settings import Settings
 log = logging.getLogger(__name__)
 
 USER_AGENT = "HireAPI-Webhooks/1.0"
-PERIODIC_CONCURRENCY = 4  # procrastinate's worker runs only the periodic work now
-
-
-def worker_app(periodic: Mapping[str, Periodic]) -> procrastinate.App:
-    """A procrastinate app with the retry of stalled jobs and the `periodic` work (`rpc.services.periodic_work`);
-    open it on our pool (`await app.open_async(pool)`) to run a worker.
-
-    Built per call (not a module-level app), so that several can live in one process, as in the tests.
-    """
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector())
-    app.task(name=MAIL_TASK, queue=QUEUE, pass_context=True)(send_mail)
-    _schedule(app, "retry_stalled_jobs", "* * * * * */5", retry_stalled_jobs)  # every 5 seconds
-    for name, job in periodic.items():
-        _schedule(app, name, job.cron, _periodic(name, job))
-    return app
-
-
-def _schedule(app: procrastinate.App, name: str, cron: str, function: Callable[..., Awaitable[None]]) -> None:
-    """A task run every `cron` by one of the workers (procrastinate defers each tick once)."""
-    # Ahead of the rest of the periodic work: the stalled-job retry must not wait behind it.
-    task = app.task(name=f"hire.{name}", queue=QUEUE, pass_context=True, queueing_lock=name, priority=100)(function)
-    app.periodic(cron=cron, periodic_id=name)(task)
-
-
-def _periodic(name: str, job: Periodic) -> Callable[[JobContext, int], Awaitable[None]]:
-    async def run(context: JobContext, timestamp: int) -> None:
-        deliverer: Deliverer = context.additional_context["deliverer"]
-        async with deliverer.pool.connection() as conn, conn.transaction():
-            await job.run(conn, context.additional_context["emitter"])
-        log.debug("periodic %s done", name)
-
-    return run
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,66 +317,9 @@ async def _first(*waits: Coroutine[Any, Any, Any]) -> None:
             task.cancel()
 
 
-async def retry_stalled_jobs(context: JobContext, timestamp: int) -> None:
-    """Requeue the jobs of workers whose heartbeat stopped (killed mid-attempt): nothing stays `doing`."""
-    stalled_after: float = context.additional_context["stalled_after"]
-    manager = context.app.job_manager
-    for job in await manager.get_stalled_jobs(seconds_since_heartbeat=stalled_after):
-        log.warning("retrying stalled job %s of a worker that stopped", job.id)
-        await manager.retry_job(job)
-
-
 def polling_interval(waits: Sequence[float]) -> float:
     """How often a worker looks for due jobs: a retry is deferred with a future `schedule_at`, and the
     queue's notification comes when it is inserted, not when it falls due; only a poll finds it then.
     It polls every tenth of the shortest wait (between 50 ms and 1 s), so a retry is at most that late."""
     positive = [wait for wait in waits if wait > 0]
     return max(0.05, min(1.0, min(positive) / 10)) if positive else 1.0
-
-
-async def run_worker(
-    app: procrastinate.App, deliverer: Deliverer, emitter: Emitter, settings: Settings, *, signals: bool
-) -> None:
-    """Deliver, and run the periodic work, until stopped (SIGTERM, or cancellation): the attempts in flight are
-    made and settled first."""
-    heartbeat = settings.worker_heartbeat
-    stopping = asyncio.Event()
-    listening = asyncio.create_task(_listen(app, deliverer))
-    delivering = asyncio.create_task(deliverer.run(stopping))
-    try:
-        await app.run_worker_async(
-            fetch_job_polling_interval=polling_interval(settings.webhook_retry_waits),
-            queues=[QUEUE],
-            concurrency=PERIODIC_CONCURRENCY,
-            additional_context={
-                "deliverer": deliverer,
-                "postman": Postman(settings, deliverer.pool, emitter.queue),
-                "emitter": emitter,
-                "stalled_after": 3 * heartbeat,
-            },
-            install_signal_handlers=signals,
-            delete_jobs="successful",
-            update_heartbeat_interval=heartbeat,
-            stalled_worker_timeout=3 * heartbeat,
-            shutdown_graceful_timeout=settings.webhook_timeout + 5,
-            name="webhooks",
-        )
-    finally:
-        stopping.set()
-        await delivering
-        listening.cancel()
-
-
-async def _listen(app: procrastinate.App, deliverer: Deliverer) -> None:
-    """Wake the deliverer when a delivery job is deferred (procrastinate's notification on insert); listening
-    again after the database was lost. Meanwhile the deliverer still polls."""
-
-    async def wake(*, channel: str, notification: Notification) -> None:
-        deliverer.notified.set()
-
-    while True:
-        try:
-            await app.job_manager.listen_for_jobs(on_notification=wake, queues=[DELIVERY_QUEUE])
-        except (psycopg.Error, ConnectorException) as exc:
-            log.warning("listening for delivery jobs failed, listening again in 1 s: %s", exc)
-        await asyncio.sleep(1.0)

@@ -14,10 +14,11 @@ from collections.abc import Iterable, Iterator
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from psycopg_pool import AsyncConnectionPool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from rpc.db.pool import Pool
+from rpc.core.types import Connection
 
 _QUEUE_DEPTH = "SELECT status::text AS status, count(*) AS n FROM procrastinate_jobs GROUP BY status"
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -26,7 +27,7 @@ _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 class Metrics:
     """What this process counts."""
 
-    def __init__(self, allow: Iterable[str], pool: Pool) -> None:
+    def __init__(self, allow: Iterable[str], pool: AsyncConnectionPool[Connection]) -> None:
         self.registry = CollectorRegistry()
         self._pool = pool
         self._scraped = _Scraped(pool)
@@ -83,7 +84,7 @@ class Metrics:
 class _Scraped(Collector):
     """Gauges read when scraped: connection pool use, and queue jobs by state."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Connection]) -> None:
         self._pool = pool
         self.depth: dict[str, int] = {}
 

@@ -24,22 +24,23 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from rpc.auth.authenticate import Authenticator
-from rpc.auth.principal import Principal
 from rpc.auth.remembered import Credential
 from rpc.core import idempotency
-from rpc.core.context import Context
+from rpc.core.database_errors import LOCK_CONFLICTS, translate
 from rpc.core.envelope import Params, encode_result
 from rpc.core.errors import Forbidden, InsufficientScope, MethodNotAllowed, RpcError, UnknownProcedure
 from rpc.core.memory import Memory
+from rpc.core.metrics import Metrics
 from rpc.core.multipart import Upload, read_upload
 from rpc.core.params import read_params
+from rpc.core.principal import Principal
 from rpc.core.registry import Procedure, Registry
 from rpc.core.responses import error_response, json_response, render
 from rpc.core.types import Connection
-from rpc.db.pool import LOCK_CONFLICTS, Pool, translate
+from rpc.db.pool import Pool
+from rpc.dispatch.context import Context
 from rpc.files.service import Files
 from rpc.limits.ratelimit import Quota, RateLimiter
-from rpc.ops.metrics import Metrics
 from rpc.outbox.emit import Emitter
 from rpc.settings import Settings
 

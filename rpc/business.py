@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from starlette.routing import BaseRoute
 
+from rpc.core.periodic import Periodic
 from rpc.core.vocabulary import Vocabulary
-from rpc.outbox.periodic import Periodic
 from rpc.payments.provider import Provider
 from rpc.search.corpus import Corpus
 

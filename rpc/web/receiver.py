@@ -21,12 +21,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from rpc.auth.routes import client_address
 from rpc.core.errors import RateLimited, RpcError
 from rpc.core.params import decode_json, is_json, read_body
 from rpc.db.pool import Pool
 from rpc.payments.provider import Verdict
 from rpc.services import services
+from rpc.web.auth_api import client_address
 
 log = logging.getLogger(__name__)
 

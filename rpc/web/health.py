@@ -10,8 +10,8 @@ from starlette.routing import Route
 
 from rpc.core.envelope import encoder
 from rpc.core.errors import Unavailable
+from rpc.core.metrics import scrape
 from rpc.core.responses import error_response, json_response, render
-from rpc.ops.metrics import scrape
 from rpc.services import services
 
 

@@ -11,8 +11,8 @@ import httpx
 import msgspec
 
 from rpc.audit import log as audit_log
-from rpc.auth.principal import Principal
 from rpc.core.memory import Memory, Slot, T
+from rpc.core.principal import Principal
 from rpc.core.types import Connection
 from rpc.files.service import Files
 from rpc.outbox.emit import Emitter, UnknownEventKind

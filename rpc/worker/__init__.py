@@ -1,0 +1,1 @@
+"""The worker process's runtime: periodic work, e-mail and webhook delivery run together."""
