@@ -11,6 +11,7 @@ import procedures
 from procedures.billing import panel as billing_panel
 from procedures.billing.provider import PayTR, PayTRSettings
 from procedures.billing.settlement import EXPIRY
+from procedures.privacy import PRIVACY
 from procedures.public_pages import routes as public_pages
 from procedures.published_cache import PROBE, PROBE_SQL
 from procedures.search.corpus import JOBS
@@ -34,6 +35,7 @@ def business(settings: Settings) -> Business:
         vocabulary=VOCABULARY,
         providers={"paytr": PayTR()},
         periodic={"expire_subscriptions": EXPIRY},
+        privacy=PRIVACY,
         panel_routes=billing_panel.routes,
         public_routes=public_pages.routes(settings),
         probes={PROBE: PROBE_SQL},

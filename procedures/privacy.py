@@ -1,9 +1,11 @@
 """A person's own data (docs/privacy.md): everything held about them in one document, their erasure, and the
-account's audit log. The export and the log's reading are the framework's (`rpc.privacy.export`,
-`rpc.audit.entries`), shared with the panel; these are their API faces."""
+account's audit log. The mechanisms are the framework's (`rpc.privacy`, `rpc.audit.entries`), shared with the
+panel and `bin/admin`; these are their API faces, and the business's share of them (`PRIVACY`: what an erasure
+empties and retention lets go of in the business's tables, and the export's document), handed in at assembly."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar
 
@@ -12,13 +14,72 @@ import msgspec
 from procedures.common import NO_NUL, Moment, moment
 from procedures.files import files_of
 from rpc.audit import entries
+from rpc.audit.entries import AuditEntry
 from rpc.core.envelope import Empty, FieldError, Params, Struct
 from rpc.core.errors import Conflict, InvalidParams, NotFound
 from rpc.core.registry import procedure
+from rpc.core.types import Connection
 from rpc.dispatch.context import Context
 from rpc.privacy.erasure import LastMemberPaying, erase_user
-from rpc.privacy.export import Export, export
-from rpc.privacy.profile import read_profile
+from rpc.privacy.export import ExportedApiKey, ExportedFile, ExportedGrant, ExportedSession, Held, held
+from rpc.privacy.profile import Profile, read_profile
+from rpc.privacy.steps import PrivacySteps
+
+
+class StatusChange(Struct, frozen=True, kw_only=True):
+    status: str
+    at: dt.datetime
+    by: str | None
+
+
+class ExportedApplication(Struct, frozen=True, kw_only=True):
+    id: str
+    job_id: str
+    job_title: str
+    status: str
+    cover_letter: str | None
+    resume_url: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    history: list[StatusChange]
+
+
+class Export(Struct, frozen=True, kw_only=True):
+    """Everything held about the caller."""
+
+    profile: Profile
+    applications: list[ExportedApplication]
+    files: list[ExportedFile]
+    api_keys: list[ExportedApiKey]
+    oauth_grants: list[ExportedGrant]
+    sessions: list[ExportedSession]
+    audit: list[AuditEntry]
+
+
+_APPLICATIONS = """
+SELECT a.id::text AS id, a.job_id::text AS job_id, j.title AS job_title, a.status, a.cover_letter, a.resume_url,
+       a.created_at, a.updated_at,
+       coalesce((SELECT json_agg(json_build_object('status', h.to_status, 'at', h.changed_at,
+                                                   'by', h.changed_by::text) ORDER BY h.id)
+                 FROM application_status_history AS h WHERE h.application_id = a.id), '[]') AS history
+FROM applications AS a JOIN jobs AS j ON j.id = a.job_id
+WHERE a.candidate_id = %(id)s
+ORDER BY a.created_at DESC, a.id DESC
+"""
+
+
+async def document(conn: Connection, held: Held) -> Export:
+    """The export: what the framework holds of the person, and their applications with their history."""
+    rows = await (await conn.execute(_APPLICATIONS, {"id": held.profile.id})).fetchall()
+    return Export(
+        profile=held.profile,
+        applications=[ExportedApplication(**row) for row in rows],
+        files=held.files,
+        api_keys=held.api_keys,
+        oauth_grants=held.oauth_grants,
+        sessions=held.sessions,
+        audit=held.audit,
+    )
 
 
 @procedure("profile.export", scope="read:profile")
@@ -27,7 +88,7 @@ async def export_profile(ctx: Context, params: Empty) -> Export:
     in your account's audit log."""
     # A read runs outside a write transaction: the audit entry needs one of its own, committed with the export.
     async with ctx.conn.transaction():
-        return await export(
+        framework = await held(
             ctx.conn,
             ctx.principal.user_id,
             account_id=ctx.principal.account_id,
@@ -35,6 +96,7 @@ async def export_profile(ctx: Context, params: Empty) -> Export:
             origin=ctx.origin,
             links=files_of(ctx).links,
         )
+        return await document(ctx.conn, framework)
 
 
 class DeleteProfile(Params, frozen=True, kw_only=True):
@@ -63,6 +125,7 @@ async def delete(ctx: Context, params: DeleteProfile) -> Deleted:
         erased = await erase_user(
             ctx.conn,
             ctx.emitter,
+            PRIVACY,
             profile.id,
             actor=ctx.actor,
             origin=ctx.origin,
@@ -108,3 +171,35 @@ async def list_audit(ctx: Context, params: ListAudit) -> entries.AuditPage:
     return await entries.page(
         ctx.conn, filters, cursor=params.cursor, per_page=params.per_page, secret_key=ctx.settings.secret_key
     )
+
+
+# The business's share of a person's privacy, handed to rpc/privacy at assembly (`Business.privacy`).
+PRIVACY = PrivacySteps(
+    erase=(
+        # What they wrote, or was written about them, in their applications; the applications stay, anonymized.
+        """UPDATE applications SET cover_letter = NULL, resume_url = NULL, notes = NULL, updated_at = now()
+           WHERE candidate_id = %(id)s""",
+        # Their files leave their applications; the framework then deletes the files (the sweep, their bytes).
+        "DELETE FROM application_files WHERE file_id IN (SELECT id FROM files WHERE owner_id = %(id)s)",
+    ),
+    keeps_last_member="EXISTS (SELECT FROM subscriptions WHERE account_id = %(account_id)s AND status = 'active')",
+    retention={
+        # The files sent with finished applications are let go; the files sweep deletes each one (and its
+        # bytes) once no application or profile refers to it.
+        "application files": """
+            DELETE FROM application_files WHERE application_id IN (
+                SELECT a.id FROM applications AS a
+                WHERE a.status IN ('hired', 'rejected', 'withdrawn')
+                  AND a.updated_at < now() - make_interval(days => %(application_days)s)
+                  AND EXISTS (SELECT FROM application_files AS af WHERE af.application_id = a.id)
+                ORDER BY a.updated_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
+        "applications": """
+            UPDATE applications SET cover_letter = NULL, resume_url = NULL, notes = NULL WHERE id IN (
+                SELECT id FROM applications
+                WHERE status IN ('hired', 'rejected', 'withdrawn')
+                  AND (cover_letter IS NOT NULL OR resume_url IS NOT NULL OR notes IS NOT NULL)
+                  AND updated_at < now() - make_interval(days => %(application_days)s)
+                ORDER BY updated_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
+    },
+    document=document,
+)

@@ -12,6 +12,7 @@ from starlette.routing import BaseRoute
 from rpc.core.periodic import Periodic
 from rpc.core.vocabulary import Vocabulary
 from rpc.payments.provider import Provider
+from rpc.privacy.steps import PrivacySteps
 from rpc.search.corpus import Corpus
 
 
@@ -29,5 +30,7 @@ class Business:
     public_routes: Sequence[BaseRoute] = ()
     # Scalar queries procedures may consult cheaply (`@procedure(probes=...)`, `ctx.probe`), by name.
     probes: Mapping[str, str] = field(default_factory=dict)
+    # The business's share of a person's privacy: erasure and retention in its tables, the export's document.
+    privacy: PrivacySteps = field(default_factory=PrivacySteps)
     # Collections each server process keeps a search index of (`ctx.indexes[name]`), fed by their change logs.
     corpora: Sequence[Corpus] = ()

@@ -43,6 +43,7 @@ from rpc.outbox.sender import Sender
 from rpc.outbox.ssrf import guard
 from rpc.payments.provider import Provider
 from rpc.privacy import retention
+from rpc.privacy.steps import PrivacySteps
 from rpc.search.index import SearchIndex
 from rpc.settings import Settings
 from rpc.worker.runtime import run_worker, worker_app
@@ -70,6 +71,7 @@ class Services:
     teams: Teams
     indexes: Mapping[str, SearchIndex]  # this process's search indexes, by corpus name
     memory: Memory  # what procedures keep between calls in this app (`ctx.kept`)
+    privacy: PrivacySteps  # the business's share of a person's export and erasure (the panel's Profile page)
     files: Files  # the file store and the download links
 
     @classmethod
@@ -133,6 +135,7 @@ class Services:
                 teams=Teams(settings, passwords, mail),
                 indexes=indexes,
                 memory=memory,
+                privacy=business.privacy,
                 files=files,
             )
             if deliver:
@@ -152,7 +155,7 @@ def periodic_work(settings: Settings, business: Business) -> dict[str, Periodic]
     return {
         "forget_expired": housekeeping.PERIODIC,
         "forget_idempotency_keys": idempotency.PERIODIC,
-        "retention": retention.periodic(settings),
+        "retention": retention.periodic(settings, business.privacy.retention),
         **sweep.periodic(settings),
         **business.periodic,
     }

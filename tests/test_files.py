@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from procedures.privacy import PRIVACY
 from rpc.core.multipart import clean_filename
 from rpc.files.links import DownloadLinks
 from rpc.files.store import EmbeddedStore
@@ -416,7 +417,7 @@ def test_retention_lets_go_of_an_old_applications_files(
 
     async def retention() -> None:
         async with await ops.connect(database) as conn, conn.transaction():
-            await retain(conn, RetentionSettings())
+            await retain(conn, RetentionSettings(), PRIVACY.retention)
 
     asyncio.run(retention())
     run_sweep(database, store)

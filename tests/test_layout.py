@@ -24,16 +24,16 @@ FLOORS = {
     "rpc.mail": 4,
     "rpc.payments": 4,
     "rpc.auth": 5,
-    "rpc.business": 5,
     "rpc.privacy": 6,
     "rpc.worker": 6,
     "rpc.dispatch": 6,
-    "rpc.services": 7,
-    "rpc.web": 8,
-    "rpc.panel": 9,
-    "procedures": 10,
-    "rpc.app": 11,
-    "rpc.ops": 12,
+    "rpc.business": 7,
+    "rpc.services": 8,
+    "rpc.web": 9,
+    "rpc.panel": 10,
+    "procedures": 11,
+    "rpc.app": 12,
+    "rpc.ops": 13,
 }
 
 
@@ -197,3 +197,12 @@ def test_duplicate_keys_are_read_only_by_the_constraint_translation() -> None:
         and "errors.UniqueViolation" in path.read_text()
     )
     assert caught == []
+
+
+def test_privacy_names_no_business_table() -> None:
+    """Erasure, export and retention in the business's tables are the business's steps (`Business.privacy`)."""
+    import re
+
+    business = re.compile(r"\b(FROM|JOIN|UPDATE|INTO)\s+(applications|application_files|jobs|subscriptions)\b")
+    named = sorted(path.name for path in (ROOT / "rpc" / "privacy").glob("*.py") if business.search(path.read_text()))
+    assert named == []

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from procedures.privacy import PRIVACY
 from rpc.audit import log as audit_log
 from rpc.core.cursor import CursorCodec
 from rpc.ops import admin as ops
@@ -257,7 +258,7 @@ def test_the_last_member_of_a_paying_account_is_refused(call: Call, admin: Admin
 
 def test_admin_delete_user_does_the_same_as_an_operator(call: Call, admin: Admin) -> None:
     person, marks = _person(admin, call)
-    assert admin.run(ops.delete_user, admin.webhooks._emitter, email=person.email) == {
+    assert admin.run(ops.delete_user, admin.webhooks._emitter, PRIVACY, email=person.email) == {
         "user_id": person.user_id,
         "deleted": True,
     }
@@ -267,7 +268,7 @@ def test_admin_delete_user_does_the_same_as_an_operator(call: Call, admin: Admin
                       "AND target_id = %(u)s", {"u": person.user_id})  # fmt: skip
     assert entry == [{"actor_kind": "operator", "actor_id": None, "target_id": person.user_id}]
     with pytest.raises(ops.AdminError):
-        admin.run(ops.delete_user, admin.webhooks._emitter, email=person.email)
+        admin.run(ops.delete_user, admin.webhooks._emitter, PRIVACY, email=person.email)
 
 
 def _audit(call: Call, who: User | str, **params: Any) -> dict[str, Any]:
@@ -405,7 +406,7 @@ def _old_payment(admin: Admin, owner: User) -> None:
 def _retain_all(admin: Admin) -> None:
     async def run(conn: Any) -> dict[str, int]:
         async with conn.transaction():
-            return await retain(conn, RetentionSettings(), batch=2)
+            return await retain(conn, RetentionSettings(), PRIVACY.retention, batch=2)
 
     while any(admin.run(run).values()):  # bounded batches, until there is nothing left
         pass

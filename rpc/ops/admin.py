@@ -31,6 +31,7 @@ from rpc.outbox.endpoints import InvalidEndpoint, Webhooks
 from rpc.outbox.queue import Queue
 from rpc.payments.plan_change import change_plan
 from rpc.privacy.erasure import LastMemberPaying, erase_user
+from rpc.privacy.steps import PrivacySteps
 from rpc.settings import Settings
 
 DEMO_WAIT_SECONDS = 300.0
@@ -288,12 +289,14 @@ async def redeliver(
         return {"deliveries": await webhooks.redeliver_failed_since(conn, account, endpoint_id, moment)}
 
 
-async def delete_user(conn: Connection, emitter: Emitter, *, email: str) -> dict[str, Any]:
+async def delete_user(conn: Connection, emitter: Emitter, steps: PrivacySteps, *, email: str) -> dict[str, Any]:
     """Erase a person as `profile.delete` does (docs/privacy.md), for an operator handling a request."""
     async with conn.transaction():
         user = await _user(conn, email)
         try:
-            await erase_user(conn, emitter, str(user["id"]), actor=audit_log.OPERATOR, origin=audit_log.NO_ORIGIN)
+            await erase_user(
+                conn, emitter, steps, str(user["id"]), actor=audit_log.OPERATOR, origin=audit_log.NO_ORIGIN
+            )
         except LastMemberPaying as exc:
             raise AdminError(
                 "the last member of an account with an active subscription: cancel it or add a member first"

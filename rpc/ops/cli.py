@@ -369,7 +369,7 @@ async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict
         "delete-webhook": lambda conn: ops.delete_webhook(conn, webhooks, endpoint_id=args.id),
         "rotate-signing-key": lambda conn: ops.rotate_signing_key(conn, settings),
         "retire-signing-key": lambda conn: ops.retire_signing_key(conn, kid=args.kid, force=args.force),
-        "delete-user": lambda conn: ops.delete_user(conn, emitter, email=args.email),
+        "delete-user": lambda conn: ops.delete_user(conn, emitter, business.privacy, email=args.email),
         "verify-audit": audit_log.verify,
         "rebuild-search": lambda conn: search.rebuild_all(conn, business.corpora, settings.search_path, url),
         "verify-search": lambda conn: search.verify_all(business.corpora, settings.search_path, url),

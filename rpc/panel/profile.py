@@ -14,8 +14,8 @@ from rpc.core.envelope import encoder
 from rpc.core.errors import InvalidCredentials, InvalidParams
 from rpc.files.links import DownloadLinks
 from rpc.panel.handler import Panel, page
-from rpc.privacy.export import export
 from rpc.privacy.profile import MAX_BIO_LENGTH
+from rpc.privacy.steps import export
 from rpc.web.pages import redirect
 
 _PROFILE = """
@@ -94,6 +94,7 @@ async def download_data(panel: Panel) -> Response:
     async with panel.conn.transaction():
         document = await export(
             panel.conn,
+            panel.services.privacy,
             panel.user.user_id,
             account_id=panel.account_id,
             actor=panel.actor,

@@ -1,8 +1,9 @@
 """Erasing a person (docs/privacy.md has the table-by-table account).
 
 One transaction, shared by `profile.delete` and `bin/admin delete-user`: the user's row is emptied and kept as
-the opaque id their applications and the audit log refer to; their applications lose every text they wrote or
-that was written about them; every credential is deleted, so nothing they held works on the next request.
+the opaque id the business's rows and the audit log refer to; every credential is deleted, so nothing they held
+works on the next request. The business's tables are emptied by the steps it hands in (`rpc.privacy.steps`):
+its applications lose every text the person wrote or that was written about them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import msgspec
 from rpc.audit import log as audit_log
 from rpc.core.types import Connection
 from rpc.outbox.emit import Emitter
+from rpc.privacy.steps import PrivacySteps
 
 ERASED_ACCOUNT_NAME = "Erased account"
 
@@ -29,8 +31,7 @@ class UserDeleted(msgspec.Struct, frozen=True):
 _LOCK = """
 SELECT u.id, u.account_id, u.email, u.display_name,
        NOT EXISTS (SELECT FROM users AS o
-                   WHERE o.account_id = u.account_id AND o.id <> u.id AND o.deleted_at IS NULL) AS last_member,
-       EXISTS (SELECT FROM subscriptions AS s WHERE s.account_id = u.account_id AND s.status = 'active') AS paying
+                   WHERE o.account_id = u.account_id AND o.id <> u.id AND o.deleted_at IS NULL) AS last_member
 FROM users AS u WHERE u.id = %(id)s AND u.deleted_at IS NULL
 FOR UPDATE OF u
 """
@@ -41,10 +42,8 @@ _ERASE = (
                         headline = NULL, location = NULL, bio = NULL, resume_file_id = NULL, deleted_at = now(),
                         updated_at = now()
        WHERE id = %(id)s""",
-    """UPDATE applications SET cover_letter = NULL, resume_url = NULL, notes = NULL, updated_at = now()
-       WHERE candidate_id = %(id)s""",
-    # Their files, from their applications too; the rows' deletion queues the bytes for the files sweep.
-    "DELETE FROM application_files WHERE file_id IN (SELECT id FROM files WHERE owner_id = %(id)s)",
+    # Their files (the business's steps, run first, took them out of what refers to them); the rows' deletion
+    # queues the bytes for the files sweep.
     "DELETE FROM files WHERE owner_id = %(id)s",
     "DELETE FROM api_keys WHERE user_id = %(id)s",
     "DELETE FROM refresh_tokens WHERE user_id = %(id)s",
@@ -60,7 +59,7 @@ _ERASE = (
     # the account's.)
     "DELETE FROM idempotency_keys WHERE user_id = %(id)s OR (account_id = %(account_id)s AND user_id IS NULL)",
     # An account is named after its first member's e-mail unless named otherwise; one left without members
-    # keeps its jobs, payments and invoices under a name that is no longer anyone's.
+    # keeps what the business holds of it under a name that is no longer anyone's.
     """UPDATE accounts SET name = %(erased)s
        WHERE id = %(account_id)s AND (%(last_member)s OR name IN (%(email)s, %(display_name)s))""",
 )
@@ -69,20 +68,22 @@ _ERASE = (
 async def erase_user(
     conn: Connection,
     emitter: Emitter,
+    steps: PrivacySteps,
     user_id: str,
     *,
     actor: audit_log.Actor,
     origin: audit_log.Origin,
 ) -> bool:
-    """Erase the user in `conn`'s open transaction, record `user.deleted` in their account's audit log and
-    announce it to the account; False when there is no such (living) user."""
+    """Erase the user in `conn`'s open transaction — the business's `steps` first, then the framework's —, record
+    `user.deleted` in their account's audit log and announce it to the account; False when there is no such
+    (living) user."""
     cursor = await conn.execute(_LOCK, {"id": user_id})
     person = await cursor.fetchone()
     if person is None:
         return False
-    if person["last_member"] and person["paying"]:
-        raise LastMemberPaying()
     account_id = str(person["account_id"])
+    if person["last_member"] and await _kept(conn, steps, account_id):
+        raise LastMemberPaying()
     values = {
         "id": user_id,
         "account_id": account_id,
@@ -91,8 +92,15 @@ async def erase_user(
         "display_name": person["display_name"] or "",
         "erased": ERASED_ACCOUNT_NAME,
     }
-    for statement in _ERASE:
+    for statement in (*steps.erase, *_ERASE):
         await conn.execute(statement, values)
     await audit_log.record(conn, "user.deleted", account_id=account_id, actor=actor, target_id=user_id, origin=origin)
     await emitter.emit(conn, "user.deleted", UserDeleted(user_id=user_id), [account_id])
     return True
+
+
+async def _kept(conn: Connection, steps: PrivacySteps, account_id: str) -> bool:
+    """Whether the business keeps the account's last member (an active subscription)."""
+    cursor = await conn.execute(f"SELECT ({steps.keeps_last_member}) AS kept", {"account_id": account_id})
+    row = await cursor.fetchone()
+    return bool(row and row["kept"])

@@ -1,7 +1,8 @@
-"""Everything held about a person in one document (docs/privacy.md; KVKK art. 11, GDPR arts. 15 and 20).
+"""What the framework holds about a person, for their export (docs/privacy.md; KVKK art. 11, GDPR arts. 15 and 20).
 
-Built in one place for `profile.export` and the panel's "Download my data", and recorded as `profile.exported`
-in the caller's transaction before it is read, so the document lists its own export among the audit entries.
+Read in one place for `profile.export` and the panel's "Download my data" (the business adds its rows:
+`rpc.privacy.steps`), and recorded as `profile.exported` in the caller's transaction before it is read, so the
+document lists its own export among the audit entries.
 """
 
 from __future__ import annotations
@@ -18,24 +19,6 @@ from rpc.files.links import DownloadLinks
 from rpc.files.model import COLUMNS as FILE_COLUMNS
 from rpc.files.model import File
 from rpc.privacy.profile import Profile, read_profile
-
-
-class StatusChange(Struct, frozen=True, kw_only=True):
-    status: str
-    at: dt.datetime
-    by: str | None
-
-
-class ExportedApplication(Struct, frozen=True, kw_only=True):
-    id: str
-    job_id: str
-    job_title: str
-    status: str
-    cover_letter: str | None
-    resume_url: str | None
-    created_at: dt.datetime
-    updated_at: dt.datetime
-    history: list[StatusChange]
 
 
 class ExportedApiKey(Struct, frozen=True, kw_only=True):
@@ -73,11 +56,11 @@ class ExportedFile(File, frozen=True, kw_only=True):
     download_url: str
 
 
-class Export(Struct, frozen=True, kw_only=True):
-    """Everything held about the caller."""
+class Held(Struct, frozen=True, kw_only=True):
+    """What the framework holds about a person; the business adds its rows to make the export's document
+    (`rpc.privacy.steps.PrivacySteps.document`)."""
 
     profile: Profile
-    applications: list[ExportedApplication]
     files: list[ExportedFile]
     api_keys: list[ExportedApiKey]
     oauth_grants: list[ExportedGrant]
@@ -85,16 +68,6 @@ class Export(Struct, frozen=True, kw_only=True):
     audit: list[AuditEntry]
 
 
-_APPLICATIONS = """
-SELECT a.id::text AS id, a.job_id::text AS job_id, j.title AS job_title, a.status, a.cover_letter, a.resume_url,
-       a.created_at, a.updated_at,
-       coalesce((SELECT json_agg(json_build_object('status', h.to_status, 'at', h.changed_at,
-                                                   'by', h.changed_by::text) ORDER BY h.id)
-                 FROM application_status_history AS h WHERE h.application_id = a.id), '[]') AS history
-FROM applications AS a JOIN jobs AS j ON j.id = a.job_id
-WHERE a.candidate_id = %(id)s
-ORDER BY a.created_at DESC, a.id DESC
-"""
 _FILES = f"SELECT {FILE_COLUMNS} FROM files WHERE owner_id = %(id)s ORDER BY created_at DESC, id"
 _API_KEYS = """
 SELECT id::text AS id, name, mode, prefix, scopes, created_at, last_used_at, revoked_at
@@ -123,7 +96,7 @@ ORDER BY at DESC, id DESC
 """
 
 
-async def export(
+async def held(
     conn: Connection,
     user_id: str,
     *,
@@ -131,8 +104,8 @@ async def export(
     actor: audit_log.Actor,
     origin: audit_log.Origin,
     links: DownloadLinks,
-) -> Export:
-    """Record `profile.exported` and read everything held about the user, in `conn`'s open transaction (the
+) -> Held:
+    """Record `profile.exported` and read what the framework holds about the user, in `conn`'s open transaction (the
     entry commits with the export or not at all); `NotFound` when the user is gone."""
     profile = await read_profile(conn, user_id)
     await audit_log.record(
@@ -142,9 +115,8 @@ async def export(
     async def rows(query: str) -> list[dict[str, Any]]:
         return await (await conn.execute(query, {"id": user_id})).fetchall()
 
-    return Export(
+    return Held(
         profile=profile,
-        applications=[ExportedApplication(**row) for row in await rows(_APPLICATIONS)],
         files=[ExportedFile(**row, download_url=links.url(row["id"])) for row in await rows(_FILES)],
         api_keys=[ExportedApiKey(**row) for row in await rows(_API_KEYS)],
         oauth_grants=[ExportedGrant(**row) for row in await rows(_GRANTS)],

@@ -8,6 +8,7 @@ no run holds locks on more than `BATCH` rows of it. Rows another transaction hol
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import msgspec
 
@@ -44,22 +45,6 @@ _STATEMENTS = {
             SELECT id FROM events
             WHERE body <> ''::bytea AND created_at < now() - make_interval(days => %(webhook_days)s)
             ORDER BY created_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
-    # The files sent with those applications are let go; the files sweep deletes each one (and its bytes) once
-    # no application or profile refers to it.
-    "application files": """
-        DELETE FROM application_files WHERE application_id IN (
-            SELECT a.id FROM applications AS a
-            WHERE a.status IN ('hired', 'rejected', 'withdrawn')
-              AND a.updated_at < now() - make_interval(days => %(application_days)s)
-              AND EXISTS (SELECT FROM application_files AS af WHERE af.application_id = a.id)
-            ORDER BY a.updated_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
-    "applications": """
-        UPDATE applications SET cover_letter = NULL, resume_url = NULL, notes = NULL WHERE id IN (
-            SELECT id FROM applications
-            WHERE status IN ('hired', 'rejected', 'withdrawn')
-              AND (cover_letter IS NOT NULL OR resume_url IS NOT NULL OR notes IS NOT NULL)
-              AND updated_at < now() - make_interval(days => %(application_days)s)
-            ORDER BY updated_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
     # The oldest entries, in chain order, up to the first one still within the period; the anchor moves to the
     # last one deleted, so that what stays verifies from it.
     "audit entries": """
@@ -75,8 +60,11 @@ _STATEMENTS = {
 }
 
 
-async def retain(conn: Connection, settings: RetentionSettings, batch: int = BATCH) -> dict[str, int]:
-    """One batch of each kind; how many rows of each were removed or emptied."""
+async def retain(
+    conn: Connection, settings: RetentionSettings, business: Mapping[str, str], batch: int = BATCH
+) -> dict[str, int]:
+    """One batch of each kind, the framework's and the `business`'s (`PrivacySteps.retention`); how many rows of
+    each were removed or emptied."""
     values = {
         "webhook_days": settings.webhook_days,
         "application_days": settings.application_days,
@@ -84,17 +72,17 @@ async def retain(conn: Connection, settings: RetentionSettings, batch: int = BAT
         "batch": batch,
     }
     done = {}
-    for kind, statement in _STATEMENTS.items():
+    for kind, statement in {**_STATEMENTS, **business}.items():
         cursor = await conn.execute(statement, values)
         done[kind] = max(cursor.rowcount, 0)
     return done
 
 
-def periodic(settings: Settings) -> Periodic:
-    """The retention job with the deployment's periods."""
+def periodic(settings: Settings, business: Mapping[str, str]) -> Periodic:
+    """The retention job with the deployment's periods and the business's statements."""
     periods = settings.section("RETENTION_", RetentionSettings)
 
     async def run(conn: Connection, emitter: EventSink) -> None:
-        log.info("retention: %s", await retain(conn, periods))
+        log.info("retention: %s", await retain(conn, periods, business))
 
     return Periodic(cron=SCHEDULE, run=run)
