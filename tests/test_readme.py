@@ -190,7 +190,7 @@ def test_serve_help_describes_host_and_port() -> None:
 
 @pytest.mark.parametrize(
     ("role", "landing", "heading"),
-    [("employer", "/panel", "First Hour Ltd"), ("candidate", "/panel/profile", "Profile")],
+    [("employer", "/panel", "<h1>First Hour Ltd</h1>"), ("candidate", "/me", '<h1 id="home-title">Hello</h1>')],
 )
 def test_signing_in_lands_on_a_page_of_ones_own(
     served: tuple[str, dict[str, str]], role: str, landing: str, heading: str
@@ -211,7 +211,7 @@ def test_signing_in_lands_on_a_page_of_ones_own(
         first = browser.follow(signed_in)
         assert location(first) == landing
         page = browser.follow(first)
-        assert page.status_code == 200 and f"<h1>{heading}</h1>" in page.text
+        assert page.status_code == 200 and heading in page.text
     finally:
         browser.close()
 

@@ -123,7 +123,7 @@ def test_signing_in_again_ends_the_replaced_session(
 
 
 @pytest.mark.parametrize(
-    ("who", "landing", "shown"), [("employer", "/panel", "Overview"), ("candidate", "/panel/profile", "Profile")]
+    ("who", "landing", "shown"), [("employer", "/panel", "Overview"), ("candidate", "/me", "Hello")]
 )
 def test_sign_in_without_next_lands_on_a_page_of_ones_own(
     browser: Browser, request: pytest.FixtureRequest, who: str, landing: str, shown: str

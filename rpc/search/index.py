@@ -129,11 +129,14 @@ class SearchIndex:
         if position == view.position:
             return view
         pending = dict(self._pending)
+        reshaped = False  # whether the documents held in memory change, or only more ids are hidden (closes)
         for row in rows:
             if row["_id"] is not None:
                 document = self.corpus.document(row) if row["_present"] else None
+                before = pending.get(row["_id"])
+                reshaped |= document is not None or (before is not None and before.document is not None)
                 pending[row["_id"]] = Pending(position, document)
-        recent = await self._recent(pending)
+        recent = await self._recent(pending) if reshaped else view.recent
         self._pending = pending
         self._view = replace(view, position=position, recent=recent, hidden=tuple(pending))
         return self._view

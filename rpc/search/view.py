@@ -102,14 +102,14 @@ def _terms(searcher: tantivy.Searcher, query: tantivy.Query, field: str) -> dict
 
 
 def _ranked(view: View, searcher: tantivy.Searcher, query: tantivy.Query, rank: str, limit: int) -> list[Hit]:
-    """The first `limit` matches of one part by `rank`, and every other match sharing the last one's rank (which
-    the cut may have split, so the id can settle their order)."""
-    found = searcher.search(query, limit=limit, count=False, order_by_field=rank, order=tantivy.Order.Desc).hits
+    """The first `limit` matches of one part by `rank`, with every other match sharing the last one's rank when
+    the cut splits a rank (one more is asked to tell; the id then settles their order)."""
+    found = searcher.search(query, limit=limit + 1, count=False, order_by_field=rank, order=tantivy.Order.Desc).hits
     hits = [Hit(int(number), searcher, address) for number, address in found]
-    if len(hits) < limit:
-        return hits
-    last = hits[-1].rank
+    if len(hits) <= limit or hits[limit].rank != hits[limit - 1].rank:
+        return hits[:limit]
+    last = hits[limit].rank
     same = tantivy.Query.range_query(view.schema, rank, tantivy.FieldType.Unsigned, last, last)
     tied = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (tantivy.Occur.Must, same)])
-    group = searcher.search(tied, limit=max(_count(searcher, tied), 1), count=False).hits
+    group = searcher.search(tied, limit=_count(searcher, tied), count=False).hits
     return [hit for hit in hits if hit.rank != last] + [Hit(last, searcher, address) for _, address in group]

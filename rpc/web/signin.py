@@ -159,12 +159,12 @@ async def revoke_app(request: Request) -> Response:
     return redirect("/web/apps")
 
 
-LANDINGS: dict[Role, str] = {"employer": "/panel", "admin": "/panel", "candidate": "/panel/profile"}
+LANDINGS: dict[Role, str] = {"employer": "/panel", "admin": "/panel", "candidate": "/me"}
 
 
 async def home(request: Request) -> Response:
     """`GET /web`: where a sign-in without `?next=` lands: an employer (or admin) on the panel, a candidate on a
-    page of their own (their profile), anyone else on the sign-in form."""
+    page of their own (their home: applications, profile, a way to the jobs), anyone else on the sign-in form."""
     state = web(request)
     async with state.pool.connection() as conn:
         user = await state.sessions.current(conn, request)
