@@ -1,7 +1,7 @@
 """One endpoint's backlog drained by one `bin/worker`: the flow the per-endpoint lanes give (`rpc/outbox/lanes.py`),
 at most WEBHOOK_PER_ENDPOINT attempts in flight to it, the next started the moment one ends.
 
-The delivery scenario (`Hooks` in `bench.harness`) spreads its events over every seeded account's endpoint, so it
+The delivery scenario (`Hooks` in `bench.hooks`) spreads its events over every seeded account's endpoint, so it
 cannot see how fast one endpoint drains: an integrator with one endpoint and a busy account would. Here every
 event of the backlog goes to one account's one endpoint, and the figure is events/s from the first arrival to the
 last, with the p99 from emit to receipt.
@@ -14,9 +14,12 @@ import time
 from typing import TYPE_CHECKING
 
 from bench.delivery import emit_events
+from bench.hooks import deliveries_since, purge_backlog
+from bench.processes import script
+from bench.results import Row, summarize
 
 if TYPE_CHECKING:
-    from bench.harness import Hooks, Row
+    from bench.hooks import Hooks
 
 NAME = "webhooks.one_endpoint"
 QUICK_EVENTS = 1_000
@@ -25,8 +28,6 @@ FULL_EVENTS = 5_000
 
 def measure(hooks: Hooks, size: int, events: int, number: int) -> Row:
     """Emit `events` to the first seeded account alone with no worker running, then time one worker's drain."""
-    from bench.harness import deliveries_since, purge_backlog, script, summarize  # it imports this module
-
     bench = hooks.bench
     asyncio.run(purge_backlog(bench.database_url))
     account = bench.seeded.employers.accounts[:1]

@@ -3,8 +3,8 @@ million jobs (90 % of them published) from `bin/serve --no-worker`, and reports 
 resident memory before and while streaming — the feed is meant to stream in constant memory — then asks again
 with the `ETag` it got (a `304`). `--quick` does the same at 10,000 jobs.
 
-It builds on the harness's private database, seeding and process handling (`bench.harness`), and like it
-stops every process it started and drops the database at the end."""
+It builds on the harness's private database, seeding and process handling (`bench.processes`,
+`bench.seeding`), and like it stops every process it started and drops the database at the end."""
 
 from __future__ import annotations
 
@@ -22,19 +22,9 @@ from pathlib import Path
 import httpx
 import psutil
 
-from bench.harness import (
-    HOST,
-    Child,
-    copy_lines,
-    free_port,
-    load_jobs,
-    private_database,
-    replica,
-    script,
-    server_dsn,
-    service_env,
-    wait_ready,
-)
+from bench.config import HOST
+from bench.processes import Child, free_port, private_database, script, server_dsn, service_env, wait_ready
+from bench.seeding import copy_lines, load_jobs, replica
 from rpc.app import prepare_database
 from rpc.ops import admin as ops
 from rpc.settings import Settings

@@ -9,15 +9,17 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from bench.harness import Bench, Row
+from bench.config import BenchError
+from bench.processes import script
+from bench.results import Row
+
+if TYPE_CHECKING:  # the scenarios import this module
+    from bench.scenarios import Bench
 
 NAME = "search index"
 
 
 def row(bench: Bench, size: int) -> Row:
-    from bench.harness import BenchError, Row, script  # it imports this module
-
     targets = bench.targets
     command = [*script("admin"), "rebuild-search"]
     done = subprocess.run(command, env=targets.env, capture_output=True, text=True, timeout=600)  # noqa: S603
