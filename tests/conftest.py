@@ -9,7 +9,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,7 +20,7 @@ from psycopg import sql
 
 from rpc.app import prepare_database
 from tests.smtp import SmtpServer
-from tests.support import Admin, LiveServer, User, settings_for
+from tests.support import Admin, LiveServer, User, eventually, settings_for
 
 LOCAL_SERVER = "postgresql://127.0.0.1:5432/postgres"
 
@@ -83,16 +82,17 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     process = subprocess.Popen([*command, "--dir", str(directory)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 15
-        while True:
+
+        def pong() -> bool:
+            assert process.poll() is None, "redis-server exited"
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.2) as conn:
                     conn.sendall(b"PING\r\n")
-                    if conn.recv(16).startswith(b"+PONG"):
-                        break
+                    return conn.recv(16).startswith(b"+PONG")
             except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.05)
+                return False
+
+        eventually(pong, "redis-server's start", timeout=15)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         process.terminate()

@@ -9,6 +9,7 @@ compared with `hmac.compare_digest` — and answers 401 when none of the secrets
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -45,7 +46,8 @@ class Reply:
 
 @dataclass(frozen=True)
 class Received:
-    """One request as the receiver saw it; `answered` is when the answer was written (`arrived` for a hang)."""
+    """One request as the receiver saw it; `answered` is when the answer was about to be written
+    (`arrived` for a hang): it is recorded just before, so that it is here once the sender has read it."""
 
     arrived: float
     answered: float
@@ -144,6 +146,12 @@ class Hook:
             self.requests.append(received)
             self.changed.notify_all()
 
+    def _correct(self, recorded: Received, corrected: Received) -> None:
+        with self.changed:
+            [at] = [number for number, request in enumerate(self.requests) if request is recorded]
+            self.requests[at] = corrected
+            self.changed.notify_all()
+
 
 class Receiver:
     """A threaded HTTP server on 127.0.0.1:<free port>; `hook()` makes a new URL on it."""
@@ -196,12 +204,15 @@ class Receiver:
                     reply.hold.wait(30)
                 if reply.delay:
                     closing.wait(reply.delay)
-                status: int | None = reply.status
+                # Recorded before the answer goes out, so that whatever the sender does after reading it, the
+                # request is already here; corrected if the sender turns out to have given up.
+                received = Received(arrived, time.monotonic(), headers, body, reply.status, valid)
+                hook._record(received)
                 try:
                     self._send(reply.status, reply.body)
                 except OSError:  # the sender gave up before the answer
-                    status, self.close_connection = None, True
-                hook._record(Received(arrived, time.monotonic(), headers, body, status, valid))
+                    self.close_connection = True
+                    hook._correct(received, dataclasses.replace(received, status=None))
 
             def _send(self, status: int, body: bytes) -> None:
                 self.send_response(status)

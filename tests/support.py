@@ -10,6 +10,7 @@ import hmac
 import json
 import re
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -35,6 +36,34 @@ ERROR_KEYS = {"code", "message", "details"}
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 Call = Callable[..., httpx.Response]
+
+
+def eventually(condition: Callable[[], T], what: str | Callable[[], str], timeout: float = 20.0) -> T:
+    """The first truthy answer of `condition`, asked again and again (every 20 ms) until one comes: a wait for
+    something to happen, never a clock. After `timeout` seconds without one, an AssertionError saying `what`
+    was awaited (a callable: worded then, with what was seen)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = condition()
+        if answer:
+            return answer
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what() if callable(what) else what}: not within {timeout:g} s")
+        time.sleep(0.02)
+
+
+def serving(url: str, process: subprocess.Popen[str] | None = None) -> Callable[[], bool]:
+    """A condition for `eventually`: `url` answers 200 (and `process`, if given, has not exited meanwhile)."""
+
+    def answering() -> bool:
+        if process is not None:
+            assert process.poll() is None, process.stderr.read() if process.stderr else "the process exited"
+        try:
+            return httpx.get(url, timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    return answering
 
 
 def settings_for(database_url: str, **env: str) -> Settings:
@@ -83,11 +112,11 @@ class LiveServer:
 
     def __enter__(self) -> LiveServer:
         self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.01)
+        started = eventually(
+            lambda: self._server.started or not self._thread.is_alive(), "the test server's start", timeout=30
+        )
+        if not self._server.started or not started:
+            raise RuntimeError("the test server did not start")
         return self
 
     def __exit__(self, *exc: object) -> None:

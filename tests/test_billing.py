@@ -27,7 +27,7 @@ from procedures.billing import provider, settlement
 from rpc.ops import admin as ops
 from tests.conftest import Databases
 from tests.fake_paytr import FakePayTR, notification
-from tests.support import TIMESTAMP, Admin, Call, LiveServer, User, emitter_for, ok, refused, settings_for
+from tests.support import TIMESTAMP, Admin, Call, LiveServer, User, emitter_for, eventually, ok, refused, settings_for
 
 MERCHANT_ID = "123456"
 KEY = "billing-test-key-a8Jd"
@@ -281,9 +281,7 @@ def test_a_hanging_provider_cannot_starve_other_accounts(
                 return client.post("/v1/billing.subscriptions.create", json={"plan": "pro"}, headers=user.auth)
 
             waiting = [pool.submit(checkout, user) for user in buyers for _ in range(2)]
-            deadline = time.monotonic() + 10
-            while len(hanging.held) < 8 and time.monotonic() < deadline:
-                time.sleep(0.02)
+            eventually(lambda: len(hanging.held) >= 8, "eight checkouts waiting on the provider", timeout=10)
             assert len(hanging.held) == 8, "every checkout is waiting on the provider"
             started = time.monotonic()
             assert client.get("/v1/jobs.list", headers=other.auth).status_code == 200
@@ -672,9 +670,7 @@ def test_the_workers_run_the_expiry(databases: Databases, tmp_path: Any) -> None
         {"a": user.account_id},
     )
     with LiveServer(settings):
-        deadline = time.monotonic() + 30
-        while plan_of(admin, user) != "free" and time.monotonic() < deadline:
-            time.sleep(0.1)
+        eventually(lambda: plan_of(admin, user) == "free", "the subscription's expiry", timeout=30)
     assert plan_of(admin, user) == "free"
     assert admin.sql("SELECT status FROM subscriptions WHERE account_id = %(a)s", {"a": user.account_id}) == [
         {"status": "expired"}

@@ -19,7 +19,7 @@ import pytest
 
 from rpc.ops.cli import SERVERS
 from tests.conftest import Databases
-from tests.support import TEST_SECRET_KEY, Admin, bearer, free_port, settings_for
+from tests.support import TEST_SECRET_KEY, Admin, bearer, eventually, free_port, serving, settings_for
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = TEST_SECRET_KEY  # the template database's signing key is sealed with it
@@ -262,14 +262,7 @@ def bare_machine_serve(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        while True:
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            assert time.monotonic() - started < 60, "bin/serve did not come up within 60 s"
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
+        eventually(serving(f"{url}/healthz", process), "bin/serve's /healthz", timeout=60)
         yield url, env, time.monotonic() - started
     finally:
         process.send_signal(signal.SIGTERM)

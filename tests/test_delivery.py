@@ -38,6 +38,7 @@ from tests.support import (
     LiveServer,
     User,
     emitter_for,
+    eventually,
     ok,
     refused,
     settings_for,
@@ -155,37 +156,38 @@ def attempts(admin: Admin, delivery_id: str) -> list[dict[str, Any]]:
     )
 
 
+_LEFT = """
+SELECT count(*) FILTER (WHERE d.status = 'pending') AS pending,
+       (SELECT count(*) FROM procrastinate_jobs AS j
+        WHERE j.status IN ('todo', 'doing')
+          AND j.args ->> 'delivery_id' IN (SELECT id::text FROM webhook_deliveries
+                                          WHERE endpoint_id = ANY(%(ids)s::uuid[]))) AS queued
+FROM webhook_deliveries AS d WHERE d.endpoint_id = ANY(%(ids)s::uuid[])
+"""
+
+
 def settle(admin: Admin, *endpoint_ids: str, timeout: float = 20.0) -> list[dict[str, Any]]:
     """The endpoints' deliveries once none is pending and no queue job of theirs is left to run."""
-    deadline = time.monotonic() + timeout
-    while True:
-        [row] = admin.sql(
-            """SELECT count(*) FILTER (WHERE d.status = 'pending') AS pending,
-                      (SELECT count(*) FROM procrastinate_jobs AS j
-                       WHERE j.status IN ('todo', 'doing')
-                         AND j.args ->> 'delivery_id' IN (SELECT id::text FROM webhook_deliveries
-                                                         WHERE endpoint_id = ANY(%(ids)s::uuid[]))) AS queued
-               FROM webhook_deliveries AS d WHERE d.endpoint_id = ANY(%(ids)s::uuid[])""",
-            {"ids": list(endpoint_ids)},
-        )
-        if row["pending"] == 0 and row["queued"] == 0:
-            time.sleep(0.1)  # the receiver records a request just after answering it
-            return deliveries(admin, *endpoint_ids)
-        if time.monotonic() > deadline:
-            raise AssertionError(f"deliveries still pending after {timeout} s: {row}")
-        time.sleep(0.05)
+
+    def left() -> dict[str, Any]:
+        [row] = admin.sql(_LEFT, {"ids": list(endpoint_ids)})
+        return row
+
+    # The receiver records each request before it answers: once settled here, every attempt is recorded there.
+    eventually(lambda: left() == {"pending": 0, "queued": 0}, lambda: f"deliveries settled: {left()}", timeout)
+    return deliveries(admin, *endpoint_ids)
 
 
 def delivered(hook: Hook, delivery_id: str, count: int = 1, timeout: float = 20.0) -> list[Received]:
     """The first `count` requests of one delivery (by `X-Service-Delivery`), once they are recorded."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = [r for r in hook.received() if r.delivery == delivery_id]
-        if len(found) >= count:
-            return sorted(found, key=lambda r: r.arrived)[:count]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{len(found)} of {count} requests of delivery {delivery_id} in {timeout} s")
-        time.sleep(0.02)
+
+    def found() -> list[Received]:
+        return [r for r in hook.received() if r.delivery == delivery_id]
+
+    eventually(
+        lambda: len(found()) >= count, lambda: f"{len(found())} of {count} requests of delivery {delivery_id}", timeout
+    )
+    return sorted(found(), key=lambda r: r.arrived)[:count]
 
 
 def gaps(requests: list[Received]) -> list[float]:

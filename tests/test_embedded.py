@@ -7,7 +7,6 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import psutil  # type: ignore[import-untyped]
@@ -15,6 +14,7 @@ import psycopg
 import pytest
 
 from rpc.db.embedded import EmbeddedPostgres
+from tests.support import eventually
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -84,10 +84,7 @@ def exited(pid: int) -> bool:
 
 
 def assert_stopped(pid: int) -> None:
-    deadline = time.monotonic() + 5
-    while not exited(pid):
-        assert time.monotonic() < deadline, f"postmaster {pid} still running"
-        time.sleep(0.02)
+    eventually(lambda: exited(pid), f"postmaster {pid} stopped", timeout=5)
 
 
 def select_one(uri: str) -> int:

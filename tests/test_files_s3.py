@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 
 from rpc.files.s3 import S3Store
 from tests.files_support import DOCX, PDF, run_sweep, stored, upload
-from tests.support import Admin, LiveServer, User, free_port, ok, settings_for
+from tests.support import Admin, LiveServer, User, eventually, free_port, ok, settings_for
 
 BUCKET = "hire-files"
 
@@ -33,14 +32,16 @@ def s3_endpoint() -> Iterator[str]:
     )
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
+
+        def bucket_made() -> bool:
+            assert process.poll() is None, "moto's server exited"
             try:
                 httpx.put(f"{endpoint}/{BUCKET}", timeout=1).raise_for_status()
-                break
             except httpx.TransportError:
-                assert process.poll() is None and time.monotonic() < deadline, "moto's server did not start"
-                time.sleep(0.1)
+                return False
+            return True
+
+        eventually(bucket_made, "moto's server and its bucket", timeout=30)
         yield endpoint
     finally:
         process.terminate()

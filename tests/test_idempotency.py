@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -15,7 +14,7 @@ import pytest
 
 from rpc.core import idempotency
 from rpc.ops import admin as ops
-from tests.support import Admin, User, bearer, emitter_for, error_code, ok
+from tests.support import Admin, User, bearer, emitter_for, error_code, eventually, ok
 
 JOB = {"title": "Welder", "company": "Acme", "location": "Izmir"}
 
@@ -149,8 +148,8 @@ def test_while_the_first_call_runs_another_with_its_key_is_in_use(
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(post, client, "jobs.publish", employer, key, id=job["id"])
         waiting = "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted"
-        while not admin.sql(waiting)[0]["n"]:  # the first call has claimed its key and waits on the job's row
-            time.sleep(0.01)
+        # The first call has claimed its key and waits on the job's row.
+        eventually(lambda: admin.sql(waiting)[0]["n"], "the first call's claim of its key")
         in_use = post(client, "jobs.publish", employer, key, id=job["id"])
         holder.rollback()
         holder.close()

@@ -5,7 +5,6 @@ written in the transaction of the change it announces."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Callable
 from email.message import EmailMessage
@@ -20,7 +19,7 @@ from rpc.mail.transport import SmtpTransport
 from rpc.outbox.queue import Queue
 from rpc.settings import Settings, SettingsError
 from tests.smtp import SmtpServer
-from tests.support import Admin, LiveServer, free_port, settings_for
+from tests.support import Admin, LiveServer, eventually, free_port, settings_for
 from tests.test_people import new_email, sign_up
 
 SettingsFor = Callable[..., Settings]
@@ -38,16 +37,14 @@ def message_row(
     admin: Admin, email: str, wanted: Callable[[dict[str, Any]], bool], timeout: float = 30
 ) -> dict[str, Any]:
     """The mail row of `email` once `wanted` holds for it (the worker records each attempt)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = admin.sql(
-            "SELECT status, attempts, last_error, message_sealed FROM mail_messages WHERE recipient = %(e)s",
-            {"e": email},
-        )
-        if rows and wanted(rows[0]):
-            return rows[0]
-        assert time.monotonic() < deadline, rows
-        time.sleep(0.05)
+    query = "SELECT status, attempts, last_error, message_sealed FROM mail_messages WHERE recipient = %(e)s"
+
+    def row() -> dict[str, Any] | None:
+        rows = admin.sql(query, {"e": email})
+        return rows[0] if rows and wanted(rows[0]) else None
+
+    found: dict[str, Any] = eventually(row, lambda: f"the mail to {email}: {admin.sql(query, {'e': email})}", timeout)
+    return found
 
 
 def test_starttls_with_a_certificate_trusted_through_ssl_cert_file(configured: SettingsFor, tmp_path: Path) -> None:
@@ -106,18 +103,12 @@ def test_without_smtp_each_message_is_an_eml_file(
     email = new_email()
     with caplog.at_level("INFO", logger="rpc.mail.transport"), LiveServer(settings) as live, live.client() as http:
         sign_up(http, email)
-        deadline = time.monotonic() + 30
-        while not list((tmp_path / "data" / "mail").glob("*.eml")):
-            assert time.monotonic() < deadline, "no .eml file"
-            time.sleep(0.05)
+        eventually(lambda: list((tmp_path / "data" / "mail").glob("*.eml")), "an .eml file", timeout=30)
         [path] = (tmp_path / "data" / "mail").glob("*.eml")
         content = path.read_text()
         assert f"To: {email}" in content and "/web/verify?token=" in content
         assert path.stat().st_mode & 0o077 == 0, "the file, with its live link, is the operator's alone"
-        deadline = time.monotonic() + 5
-        while str(path) not in caplog.text:
-            assert time.monotonic() < deadline, "where the message was written is logged"
-            time.sleep(0.05)
+        eventually(lambda: str(path) in caplog.text, "where the message was written, logged", timeout=5)
         assert "token=" not in caplog.text, "a live link never reaches a log"
 
 

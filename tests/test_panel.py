@@ -15,7 +15,6 @@ import logging
 import re
 import secrets
 import socket
-import time
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from rpc.ops import admin as ops
 from tests.browser import Browser
 from tests.fake_paytr import FakePayTR
 from tests.receiver import Receiver, Reply
-from tests.support import Admin, LiveServer, User, bearer, settings_for
+from tests.support import Admin, LiveServer, User, bearer, eventually, settings_for
 
 SETTINGS_PAGES = ("/panel", "/panel/api-keys", "/panel/webhooks", "/panel/oauth-apps")
 EVERY_PAGE = (*SETTINGS_PAGES, "/panel/audit-log", "/panel/authorized-apps", "/panel/billing")
@@ -280,14 +279,15 @@ def deliveries(admin: Admin, endpoint_id: str) -> list[dict[str, Any]]:
 
 def wait_for(admin: Admin, endpoint_id: str, statuses: Sequence[str], timeout: float = 20) -> list[dict[str, Any]]:
     """The endpoint's deliveries, once there are exactly as many as `statuses` and they are in those states."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def matching() -> list[dict[str, Any]] | None:
         rows = deliveries(admin, endpoint_id)
-        if [row["status"] for row in rows] == list(statuses):
-            return rows
-        if time.monotonic() > deadline:
-            raise AssertionError(f"deliveries {rows}, expected {statuses}")
-        time.sleep(0.05)
+        return rows if [row["status"] for row in rows] == list(statuses) else None
+
+    found: list[dict[str, Any]] = eventually(
+        matching, lambda: f"deliveries {deliveries(admin, endpoint_id)}, expected {statuses}", timeout
+    )
+    return found
 
 
 def send_test(browser: Browser, endpoint_id: str) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 import uuid
 from collections.abc import Iterator
 from email import message_from_bytes
@@ -20,7 +19,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from tests.chromium import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS
-from tests.support import LiveServer, settings_for
+from tests.support import LiveServer, eventually, settings_for
 
 LINK = re.compile(r"https?://\S+(/web/[a-z]+\?token=[A-Za-z0-9_-]+)")
 
@@ -63,15 +62,16 @@ class Profile:
 
 def mail_to(data_dir: Path, address: str, subject: str, timeout: float = 30) -> EmailMessage:
     """The .eml file the worker wrote for `address` with `subject`."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def written() -> EmailMessage | None:
         for path in sorted((data_dir / "mail").glob("*.eml")):
             message = message_from_bytes(path.read_bytes(), policy=default)
             assert isinstance(message, EmailMessage)
             if message["To"] == address and message["Subject"].startswith(subject):
                 return message
-        assert time.monotonic() < deadline, f"no mail '{subject}' to {address}"
-        time.sleep(0.1)
+        return None
+
+    return eventually(written, f"the mail '{subject}' to {address}", timeout)
 
 
 def link_in(message: EmailMessage) -> str:

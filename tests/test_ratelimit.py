@@ -18,7 +18,18 @@ from limits import RateLimitItemPerDay, RateLimitItemPerMinute
 from limits.storage import storage_from_string
 
 from tests.conftest import Databases
-from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, bearer, error_code, free_port, settings_for
+from tests.support import (
+    TEST_SECRET_KEY,
+    Admin,
+    LiveServer,
+    User,
+    bearer,
+    error_code,
+    eventually,
+    free_port,
+    serving,
+    settings_for,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
@@ -221,12 +232,4 @@ def test_two_server_processes_share_one_budget(databases: Databases, redis_url: 
 
 
 def _wait_healthy(port: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"bin/serve on port {port} did not become healthy")
+    eventually(serving(f"http://127.0.0.1:{port}/healthz"), f"bin/serve on port {port} healthy", timeout=30)

@@ -21,7 +21,7 @@ import pytest
 from rpc.outbox import signatures
 from tests.browser import Browser, location
 from tests.conftest import Databases
-from tests.support import TEST_SECRET_KEY, User, free_port
+from tests.support import TEST_SECRET_KEY, User, eventually, free_port, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 SHELL_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -57,15 +57,7 @@ def served(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> It
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, server.stderr.read() if server.stderr else ""
-            assert time.monotonic() < deadline, "bin/serve did not come up"
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
+        eventually(serving(f"{url}/healthz", server), "bin/serve's /healthz", timeout=60)
         yield url, env
     finally:
         server.send_signal(signal.SIGTERM)

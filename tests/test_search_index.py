@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +29,7 @@ from procedures.search.corpus import JOBS, document
 from procedures.search.request import Search, SearchJobs
 from rpc.search.index import SearchIndex
 from rpc.search.view import View
-from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, bearer, ok
+from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, bearer, eventually, ok
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,14 +92,13 @@ edits = st.lists(st.tuples(st.sampled_from(["close", "publish", "retitle", "dele
 
 def ready(server: LiveServer, deadline: float = 60) -> dict[str, Any]:
     """Wait until the server's search index is built and caught up (its /readyz answers 200)."""
-    until = time.monotonic() + deadline
     with server.client() as http:
-        while True:
-            answer = http.get("/readyz")
-            if answer.status_code == 200:
-                return dict(answer.json())
-            assert time.monotonic() < until, answer.text
-            time.sleep(0.05)
+        answer = eventually(
+            lambda: (reply := http.get("/readyz")).status_code == 200 and reply,
+            lambda: f"/readyz: {http.get('/readyz').text}",
+            deadline,
+        )
+        return dict(answer.json())
 
 
 def searched(http: httpx.Client, who: User, per_page: int, **params: Any) -> tuple[list[str], dict[str, Any]]:
@@ -350,10 +348,7 @@ def test_rebuild_search_is_taken_up_by_a_running_process(
     assert report["slots"]["slot-0"] == "offered to its running process"
     assert found(server, reader, "capybara") == [job]  # exact meanwhile
     slot = next(Path(settings.data_dir, "search").rglob("slot-0"))
-    until = time.monotonic() + 30
-    while (slot / "incoming").exists():
-        assert time.monotonic() < until, "the running process did not take up the rebuilt index"
-        time.sleep(0.05)
+    eventually(lambda: not (slot / "incoming").exists(), "the running process taking up the rebuilt index", 30)
     assert found(server, reader, "capybara") == [job]
     assert json.loads(admin_command(settings, "verify-search").stdout)["ok"]
 

@@ -15,7 +15,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.support import Admin, Call, User, ok, refused
+from tests.support import Admin, Call, User, eventually, ok, refused
 
 FEED_KEYS = {"data", "next_cursor", "has_more"}
 # The feed waits for the oldest transaction running anywhere on the server, including other databases'.
@@ -39,13 +39,16 @@ def until_seen(
 ) -> tuple[list[dict[str, Any]], str]:
     """Follow the feed until what it delivered satisfies `wanted` (it trails the oldest running transaction)."""
     delivered: list[dict[str, Any]] = []
-    deadline = time.monotonic() + PATIENCE
-    while True:
-        rows, cursor = follow(call, name, who, cursor)
+    position = [cursor]
+
+    def followed() -> bool:
+        rows, position[0] = follow(call, name, who, position[0])
         delivered.extend(rows)
-        if wanted(delivered) or time.monotonic() > deadline:
-            return delivered, cursor
-        time.sleep(0.2)
+        return wanted(delivered)
+
+    eventually(followed, lambda: f"{name}: what it delivered ({len(delivered)} rows) satisfying the test", PATIENCE)
+    assert position[0] is not None
+    return delivered, position[0]
 
 
 def ids(rows: list[dict[str, Any]]) -> set[str]:

@@ -14,6 +14,7 @@ Run with `-s` to see the drill's numbers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
@@ -41,7 +42,7 @@ from rpc.outbox.queue import DELIVER_TASK
 from rpc.outbox.sender import Sender
 from rpc.settings import Settings
 from tests.conftest import Databases
-from tests.support import TEST_SECRET_KEY, Admin, emitter_for, settings_for
+from tests.support import TEST_SECRET_KEY, Admin, emitter_for, eventually, settings_for
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = 2_000
@@ -176,12 +177,12 @@ def emit(database_url: str, settings: Settings, account_id: str, count: int) -> 
 
 
 def wait_until(condition: Callable[[], bool], deadline: float, what: str, workers: Workers) -> None:
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting until {what}; worker log:\n{workers.tail()}")
+    def met() -> bool:
         if workers.started and workers.started[-1].poll() is not None:
             pytest.fail(f"the worker exited ({workers.started[-1].returncode}) before {what}:\n{workers.tail()}")
-        time.sleep(0.05)
+        return condition()
+
+    eventually(met, lambda: f"{what}; worker log:\n{workers.tail()}", max(0.0, deadline - time.monotonic()))
 
 
 def worker_env(database_url: str, **extra: str) -> dict[str, str]:
@@ -362,8 +363,8 @@ def test_a_killed_workers_jobs_are_requeued_while_a_backlog_waits(databases: Dat
         if not left_doing:
             pytest.fail("the kill left no job doing: not a drill")
         workers.start(concurrency=4)
-        while queues.doing(left_doing) and time.monotonic() < killed_at + RECOVERY_BOUND:
-            time.sleep(0.1)
+        with contextlib.suppress(AssertionError):  # the bound's figure is asserted below, with its details
+            eventually(lambda: not queues.doing(left_doing), "recovery", killed_at + RECOVERY_BOUND - time.monotonic())
         still_doing = queues.doing(left_doing)
         waiting = queues.pending()
     if waiting == 0:

@@ -24,7 +24,7 @@ import httpx
 import psycopg
 from psycopg import sql
 
-from tests.support import TEST_SECRET_KEY, free_port, settings_for
+from tests.support import TEST_SECRET_KEY, eventually, free_port, settings_for
 
 ROOT = Path(__file__).resolve().parents[2]
 START_DEADLINE = 60.0  # seconds for a process to answer /healthz or print its first line, on a busy machine
@@ -133,13 +133,13 @@ class Fleet:
                 self._wait_for(started, lambda s=started: _healthy(s.url), "answer /healthz with 200")
 
     def _wait_for(self, started: Started, condition: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + START_DEADLINE
-        while not condition():
+
+        def met() -> bool:
             if started.process.poll() is not None:
                 raise AssertionError(f"{started.name} exited ({started.process.returncode}):\n{self.tail(started)}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{started.name} did not {what} in {START_DEADLINE:.0f} s:\n{self.tail(started)}")
-            time.sleep(0.1)
+            return condition()
+
+        eventually(met, lambda: f"{started.name} to {what}:\n{self.tail(started)}", START_DEADLINE)
 
     def check_running(self) -> None:
         for started in self.started:

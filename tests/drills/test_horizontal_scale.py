@@ -27,7 +27,7 @@ import httpx
 from tests.conftest import Databases
 from tests.drills.common import Fleet, service_env
 from tests.receiver import Receiver, Reply
-from tests.support import Admin, ok, settings_for
+from tests.support import Admin, eventually, ok, settings_for
 
 DRAFTS = 20
 COPIES = 5  # concurrent publishes of each draft
@@ -96,14 +96,14 @@ def test_two_servers_and_two_workers_share_limits_and_change_state_once(
                 client.close()
 
         deliveries_began = time.monotonic()
-        while True:
-            pending = admin.sql("SELECT count(*) AS n FROM webhook_deliveries WHERE status <> 'succeeded'")[0]["n"]
-            keys = {r.envelope["idempotency_key"] for r in hook.received()}
-            if pending == 0 and len(keys) >= DRAFTS:
-                break
+        unsettled = "SELECT count(*) AS n FROM webhook_deliveries WHERE status <> 'succeeded'"
+
+        def all_delivered() -> bool:
             fleet.check_running()
-            assert time.monotonic() - deliveries_began < DELIVERED_WITHIN, f"{pending} deliveries not succeeded"
-            time.sleep(0.1)
+            keys = {r.envelope["idempotency_key"] for r in hook.received()}
+            return admin.sql(unsettled)[0]["n"] == 0 and len(keys) >= DRAFTS
+
+        eventually(all_delivered, lambda: f"{admin.sql(unsettled)[0]['n']} deliveries not succeeded", DELIVERED_WITHIN)
         delivered_in = time.monotonic() - deliveries_began
         workers = admin.sql("SELECT count(*) AS n FROM procrastinate_workers")[0]["n"]
         fleet.check_running()
