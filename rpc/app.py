@@ -17,7 +17,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from procedures import assembly
 from rpc.auth.keyring import ensure_signing_key
-from rpc.auth.oauth import ScopePolicy
+from rpc.auth.oauth_policy import ScopePolicy
 from rpc.business import Business
 from rpc.core.cors import CorsMiddleware
 from rpc.core.crypto import Sealer

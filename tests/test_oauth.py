@@ -25,8 +25,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from procedures.vocabulary import VOCABULARY
-from rpc.auth.oauth import authorized_apps, revoke_access
 from rpc.auth.oauth_clients import InvalidClientSpec, check_redirect_uri, redirect_matches
+from rpc.auth.oauth_grants import authorized_apps, revoke_access
 from rpc.ops import admin as ops
 from tests.browser import Browser, form, location, query, text
 from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, bearer, me, refused, settings_for

@@ -1,4 +1,6 @@
-"""The OAuth 2.0 authorization server's rules, without HTTP: scopes, codes, grants, tokens, revocation.
+"""The OAuth 2.0 authorization server, without HTTP: codes, grants, tokens, refresh and revocation. Its errors
+are `rpc.auth.oauth_errors`, its scope policy and PKCE `rpc.auth.oauth_policy`, a person's authorized
+applications `rpc.auth.oauth_grants`.
 
 RFC 6749 (authorization code and refresh token grants), RFC 7636 (PKCE, S256 only), RFC 7009 (revocation)
 and the OAuth 2.0 Security BCP (RFC 9700). The HTTP endpoints (rpc/web/authorize.py, rpc/web/token.py)
@@ -12,21 +14,13 @@ only translate requests and answers.
 - **Refresh tokens** rotate at every use; a used one presented again revokes its grant. A refresh may narrow
   the scopes of the new access token, never widen them; the refresh token keeps the grant's scopes.
 - Granted scopes are always requested ∩ the client's allowed scopes ∩ what the user's role may use.
-
-OAuthError (400; RFC 6749 §5.2 `error` code)
-├── InvalidRequest, InvalidGrant, InvalidScope, UnauthorizedClient, UnsupportedGrantType
-└── InvalidClient (401, with a Basic challenge)
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import hashlib
-import re
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from collections.abc import Collection, Mapping
+from typing import Any
 
 import jwt
 import msgspec
@@ -34,9 +28,11 @@ import msgspec
 from rpc.auth import access_tokens
 from rpc.auth.keyring import ACCESS_TOKEN_SECONDS, KeyRing
 from rpc.auth.oauth_clients import Client, find_client
+from rpc.auth.oauth_errors import InvalidClient, InvalidGrant, InvalidRequest, InvalidScope, OAuthError
+from rpc.auth.oauth_policy import ScopePolicy, verifier_matches
 from rpc.auth.rotation import Rotation, rotate
 from rpc.auth.validity import still_valid
-from rpc.core.crypto import random_token, same, token_hash
+from rpc.core.crypto import random_token, token_hash
 from rpc.core.errors import InvalidToken, TokenExpired
 from rpc.core.types import Connection
 from rpc.settings import Settings
@@ -44,8 +40,6 @@ from rpc.settings import Settings
 CODE_LIFETIME = dt.timedelta(minutes=10)
 REFRESH_TOKEN_LIFETIME = dt.timedelta(days=30)
 USED_CODES_KEPT = dt.timedelta(days=1)  # long enough to catch a replay, then deleted
-_VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")  # RFC 7636 §4.1
-_CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")  # base64url of a SHA-256, unpadded
 
 _INSERT_CODE = """
 INSERT INTO oauth_codes (code_hash, client_id, user_id, redirect_uri, scopes, code_challenge, expires_at)
@@ -91,151 +85,6 @@ _REFRESH_GRANT = """
 SELECT g.id, g.client_id FROM oauth_refresh_tokens AS r JOIN oauth_grants AS g ON g.id = r.grant_id
 WHERE r.token_hash = %(hash)s
 """
-_AUTHORIZED_APPS = """
-SELECT c.id AS client_id, c.name, array_agg(DISTINCT s.scope) AS scopes,
-       min(g.created_at) AS authorized_at, max(g.last_used_at) AS last_used_at
-FROM oauth_grants AS g
-JOIN oauth_clients AS c ON c.id = g.client_id
-CROSS JOIN LATERAL unnest(g.scopes) AS s (scope)
-WHERE g.user_id = %(user_id)s AND g.revoked_at IS NULL AND g.expires_at > now()
-GROUP BY c.id, c.name
-ORDER BY lower(c.name), c.id
-"""
-_REVOKE_ACCESS = """
-UPDATE oauth_grants SET revoked_at = now()
-WHERE user_id = %(user_id)s AND client_id = %(client_id)s AND revoked_at IS NULL
-"""
-_BURN_PENDING_CODES = """
-UPDATE oauth_codes SET used_at = now()
-WHERE user_id = %(user_id)s AND client_id = %(client_id)s AND used_at IS NULL
-"""
-
-
-# --- errors (RFC 6749 §5.2) ------------------------------------------------------------------------------
-
-
-class OAuthError(Exception):
-    """An error answer of the token or revocation endpoint (and, as a redirect, of the authorization one)."""
-
-    status: ClassVar[int] = 400
-    error: ClassVar[str] = "invalid_request"
-
-    def __init__(self, description: str) -> None:
-        super().__init__(description)
-        self.description = description
-
-
-class InvalidRequest(OAuthError):
-    """A parameter is missing, repeated, malformed or unsupported."""
-
-    error = "invalid_request"
-
-
-class InvalidClient(OAuthError):
-    """Client authentication failed: unknown client, wrong or missing secret, or a public client with one."""
-
-    status = 401
-    error = "invalid_client"
-
-
-class InvalidGrant(OAuthError):
-    """The code or refresh token is invalid, expired, used, revoked, or another client's; or PKCE failed."""
-
-    error = "invalid_grant"
-
-
-class InvalidScope(OAuthError):
-    """Unknown scopes, scopes the client may not ask for, or wider than the grant."""
-
-    error = "invalid_scope"
-
-
-class UnsupportedGrantType(OAuthError):
-    error = "unsupported_grant_type"
-
-
-class UnsupportedResponseType(OAuthError):
-    error = "unsupported_response_type"
-
-
-class AccessDenied(OAuthError):
-    error = "access_denied"
-
-
-# --- scopes --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ScopePolicy:
-    """The vocabulary's scopes (in order, each with the sentence the consent page shows) and the scopes each role
-    may use at all. Both are data handed over at assembly."""
-
-    sentences: Mapping[str, str]
-    by_role: Mapping[str, frozenset[str]]
-    role_sentences: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-
-    def sentences_for(self, role: str) -> dict[str, str]:
-        """Each scope's sentence as a person of `role` reads it (what it lets an application do of theirs)."""
-        return {**self.sentences, **self.role_sentences.get(role, {})}
-
-    @property
-    def every_scope(self) -> tuple[str, ...]:
-        return tuple(self.sentences)
-
-    def ordered(self, scopes: Iterable[str]) -> list[str]:
-        """`scopes` in the vocabulary's order, without repeats."""
-        wanted = set(scopes)
-        return [scope for scope in self.sentences if scope in wanted]
-
-    def parse(self, scope: str | None, client: Client) -> list[str]:
-        """The scopes of a request's `scope` parameter: known and allowed to the client, or InvalidScope."""
-        requested = (scope or "").split(" ")
-        if not scope or any(not name for name in requested):
-            raise InvalidScope("Ask for one or more scopes, separated by single spaces.")
-        unknown = sorted(set(requested) - set(self.sentences))
-        if unknown:
-            raise InvalidScope(f"Unknown scope: {', '.join(unknown)}.")
-        refused = sorted(set(requested) - set(client.scopes))
-        if refused:
-            raise InvalidScope(f"This application may not ask for: {', '.join(refused)}.")
-        return self.ordered(requested)
-
-    def for_role(self, role: str) -> frozenset[str]:
-        return self.by_role.get(role, frozenset())
-
-    def grantable(self, requested: Iterable[str], client: Client, role: str) -> list[str]:
-        """requested ∩ the client's allowed scopes ∩ what the role may use, in the vocabulary's order."""
-        return self.ordered(set(requested) & set(client.scopes) & self.for_role(role))
-
-
-# --- PKCE (RFC 7636) -----------------------------------------------------------------------------------
-
-
-def check_challenge(challenge: str | None, method: str | None) -> str:
-    """The S256 challenge of an authorization request; `plain` (or no method, which means plain) is refused."""
-    if not challenge:
-        raise InvalidRequest("code_challenge is required (PKCE, RFC 7636), with code_challenge_method=S256.")
-    if method is None:
-        raise InvalidRequest("code_challenge_method is missing, which means plain: only S256 is supported.")
-    if method != "S256":
-        raise InvalidRequest("code_challenge_method must be S256; plain is not supported.")
-    if not _CHALLENGE.match(challenge):
-        raise InvalidRequest("code_challenge must be the 43-character base64url SHA-256 of the code verifier.")
-    return challenge
-
-
-def s256(verifier: str) -> str:
-    """BASE64URL(SHA256(ASCII(code_verifier))), unpadded."""
-    digest = hashlib.sha256(verifier.encode("ascii")).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-
-
-def _verifier_matches(verifier: str | None, challenge: str) -> bool:
-    if verifier is None or not _VERIFIER.match(verifier):
-        return False
-    return same(s256(verifier).encode(), challenge.encode())
-
-
 # --- answers -------------------------------------------------------------------------------------------
 
 
@@ -247,16 +96,6 @@ class TokenResponse(msgspec.Struct, frozen=True, kw_only=True):
     expires_in: int
     refresh_token: str
     scope: str
-
-
-class AuthorizedApp(msgspec.Struct, frozen=True, kw_only=True):
-    """An application a person has authorized and not revoked: what it may do, since when, last refresh."""
-
-    client_id: str
-    name: str
-    scopes: list[str]
-    authorized_at: dt.datetime
-    last_used_at: dt.datetime | None
 
 
 # --- the server ------------------------------------------------------------------------------------------
@@ -452,33 +291,6 @@ def _code_failure(row: Mapping[str, Any], client: Client, redirect_uri: str, ver
         return InvalidGrant("The authorization code was issued to another client.")
     if row["redirect_uri"] != redirect_uri:
         return InvalidGrant("redirect_uri differs from the one of the authorization request.")
-    if not _verifier_matches(verifier, row["code_challenge"]):
+    if not verifier_matches(verifier, row["code_challenge"]):
         return InvalidGrant("The code_verifier does not match the code_challenge (PKCE).")
     return None
-
-
-# --- a person's authorized applications (the panel shows them) -----------------------------------------------
-
-
-async def authorized_apps(conn: Connection, user_id: str) -> list[AuthorizedApp]:
-    """The applications a person has authorized, with the union of the scopes their live grants hold."""
-    cursor = await conn.execute(_AUTHORIZED_APPS, {"user_id": user_id})
-    return [
-        AuthorizedApp(
-            client_id=row["client_id"],
-            name=row["name"],
-            scopes=sorted(row["scopes"]),
-            authorized_at=row["authorized_at"],
-            last_used_at=row["last_used_at"],
-        )
-        for row in await cursor.fetchall()
-    ]
-
-
-async def revoke_access(conn: Connection, user_id: str, client_id: str) -> int:
-    """ "Revoke access": every grant of this person to this client, and its codes not yet redeemed. Takes
-    effect at the very next request of any token they issued. Returns how many grants were revoked."""
-    async with conn.transaction():
-        await conn.execute(_BURN_PENDING_CODES, {"user_id": user_id, "client_id": client_id})
-        cursor = await conn.execute(_REVOKE_ACCESS, {"user_id": user_id, "client_id": client_id})
-        return cursor.rowcount

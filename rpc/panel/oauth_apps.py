@@ -9,7 +9,6 @@ from typing import Any
 
 from starlette.responses import Response
 
-from rpc.auth.oauth import authorized_apps, revoke_access
 from rpc.auth.oauth_clients import (
     MAX_REDIRECT_URIS,
     Client,
@@ -22,6 +21,7 @@ from rpc.auth.oauth_clients import (
     set_redirect_uris,
     update_client,
 )
+from rpc.auth.oauth_grants import authorized_apps, revoke_access
 from rpc.core.errors import NotFound
 from rpc.panel import reveals
 from rpc.panel.handler import Panel, page

@@ -19,15 +19,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from rpc.audit import log as audit_log
-from rpc.auth.oauth import (
-    AccessDenied,
-    InvalidRequest,
-    InvalidScope,
-    OAuthError,
-    UnsupportedResponseType,
-    check_challenge,
-)
 from rpc.auth.oauth_clients import Client, find_client
+from rpc.auth.oauth_errors import AccessDenied, InvalidRequest, InvalidScope, OAuthError, UnsupportedResponseType
+from rpc.auth.oauth_policy import check_challenge
 from rpc.core.errors import PayloadTooLarge
 from rpc.core.types import Connection
 from rpc.web.forms import Fields, FormError, read_form, single

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from rpc.audit import log as audit_log
-from rpc.auth.oauth import authorized_apps, revoke_access
+from rpc.auth.oauth_grants import authorized_apps, revoke_access
 from rpc.core.errors import EmailNotVerified, InvalidCredentials, PayloadTooLarge, RateLimited
 from rpc.core.types import Role
 from rpc.web.auth_api import client_address

@@ -8,7 +8,8 @@ from typing import cast
 from starlette.requests import Request
 
 from rpc.auth.identity import IdentityProvider
-from rpc.auth.oauth import AuthorizationServer, ScopePolicy
+from rpc.auth.oauth import AuthorizationServer
+from rpc.auth.oauth_policy import ScopePolicy
 from rpc.auth.people import People
 from rpc.auth.teams import Teams
 from rpc.db.pool import Pool

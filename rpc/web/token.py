@@ -23,7 +23,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from rpc.auth import access_tokens
-from rpc.auth.oauth import InvalidClient, InvalidRequest, OAuthError, TokenResponse, UnsupportedGrantType
+from rpc.auth.oauth import TokenResponse
+from rpc.auth.oauth_errors import InvalidClient, InvalidRequest, OAuthError, UnsupportedGrantType
 from rpc.core.database_errors import translate
 from rpc.core.envelope import encoder
 from rpc.core.errors import InvalidJson, RpcError
