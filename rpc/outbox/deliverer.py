@@ -20,7 +20,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ from rpc.core.metrics import Metrics
 from rpc.db.pool import Pool
 from rpc.outbox.claims import Outcome, Settlement, beat, claim, claim_delivery, register, settle, unregister
 from rpc.outbox.lanes import Lanes, Row
+from rpc.outbox.policy import next_step, polling_interval
 from rpc.outbox.sender import Sender, describe_failure
 from rpc.outbox.signatures import ENDPOINT_SEAL_PURPOSE, signed_headers
 from rpc.outbox.ssrf import BlockedDestination
@@ -248,16 +249,7 @@ class Deliverer:
             error = "the endpoint's secret cannot be opened with this SERVICE_SECRET_KEY; rotate the secret"
         except Exception as exc:  # whatever went wrong is this attempt's failure, recorded and retried
             error = describe_failure(exc)
-        ended = dt.datetime.now(dt.UTC)
-        waits = self._settings.webhook_retry_waits
-        retry_at = None
-        if status_code == 200:
-            status = "succeeded"
-        elif number >= len(waits):
-            status = "failed"
-        else:
-            status = "pending"
-            retry_at = ended + dt.timedelta(seconds=waits[number])
+        status, retry_at = next_step(status_code, number, self._settings.webhook_retry_waits, dt.datetime.now(dt.UTC))
         duration_ms = round((time.monotonic() - clock) * 1000)
         return Outcome(
             row["job_id"], row["delivery_id"], status, number, started_at, duration_ms, status_code, error, excerpt,
@@ -315,11 +307,3 @@ async def _first(*waits: Coroutine[Any, Any, Any]) -> None:
     finally:
         for task in tasks:
             task.cancel()
-
-
-def polling_interval(waits: Sequence[float]) -> float:
-    """How often a worker looks for due jobs: a retry is deferred with a future `schedule_at`, and the
-    queue's notification comes when it is inserted, not when it falls due; only a poll finds it then.
-    It polls every tenth of the shortest wait (between 50 ms and 1 s), so a retry is at most that late."""
-    positive = [wait for wait in waits if wait > 0]
-    return max(0.05, min(1.0, min(positive) / 10)) if positive else 1.0

@@ -16,8 +16,9 @@ from procrastinate.jobs import Notification
 
 from rpc.core.periodic import Periodic
 from rpc.mail.postman import Postman, send_mail
-from rpc.outbox.deliverer import Deliverer, polling_interval
+from rpc.outbox.deliverer import Deliverer
 from rpc.outbox.emit import Emitter
+from rpc.outbox.policy import polling_interval
 from rpc.outbox.queue import DELIVERY_QUEUE, MAIL_TASK, QUEUE
 from rpc.settings import Settings
 
