@@ -11,10 +11,10 @@ import procedures
 from procedures.billing import panel as billing_panel
 from procedures.billing.provider import PayTR, PayTRSettings
 from procedures.billing.settlement import EXPIRY
+from procedures.jobs.search.corpus import JOBS
 from procedures.privacy import PRIVACY
 from procedures.public_pages import routes as public_pages
 from procedures.published_cache import PROBE, PROBE_SQL
-from procedures.search.corpus import JOBS
 from procedures.vocabulary import VOCABULARY
 from rpc.business import Business
 from rpc.settings import Settings

@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from procedures.common import like_pattern
-from procedures.search import from_index
-from procedures.search.corpus import JOBS, document
-from procedures.search.request import Search, SearchJobs
+from procedures.jobs.search import from_index
+from procedures.jobs.search.corpus import JOBS, document
+from procedures.jobs.search.request import Search, SearchJobs
 from rpc.search.index import SearchIndex
 from rpc.search.view import View
 from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, bearer, eventually, ok

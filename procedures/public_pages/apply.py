@@ -12,7 +12,8 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from procedures.applications import APPLIED_ONCE, CreateApplication, create_application
+from procedures.applications import CreateApplication
+from procedures.applications.pipeline import APPLIED_ONCE, create_application
 from procedures.public_pages.jobposting import LABELS, PublicJob
 from procedures.public_pages.site import context_for, find_job, job_gone, message, render
 from rpc.core.database_errors import on_duplicate

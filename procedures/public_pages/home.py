@@ -9,7 +9,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from procedures.applications import FINAL, ApplicationRef, withdraw
+from procedures.applications import FINAL, ApplicationRef
+from procedures.applications.pipeline import withdraw
 from procedures.public_pages.site import context_for, render
 from rpc.core.errors import RateLimited, RpcError
 from rpc.core.types import Connection

@@ -7,12 +7,12 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from procedures.jobs.search.jobs import search_jobs
+from procedures.jobs.search.request import SearchJobs
 from procedures.public_pages.jobposting import LABELS, description_html, job_posting, script_json
 from procedures.public_pages.settings import PublicSettings
 from procedures.public_pages.site import find_job, job_gone, public, render, visitor_context
 from procedures.published_cache import PROBE, PROBE_SQL
-from procedures.search.jobs import search_jobs
-from procedures.search.request import SearchJobs
 from rpc.core.errors import RpcError
 from rpc.core.principal import Principal
 from rpc.services import services

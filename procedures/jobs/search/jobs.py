@@ -1,17 +1,17 @@
 """`jobs.search`: web-search syntax over the published jobs, ranked, filtered, counted exactly, paged by cursor.
 
 Answered from this process's search index at the position the call read in its credential's statement
-(`procedures.search.from_index`), so a search never asked before is as fast as a popular one and a read that
-begins after a write's commit sees it; from PostgreSQL (`procedures.search.from_database`) only while the index
+(`procedures.jobs.search.from_index`), so a search never asked before is as fast as a popular one and a read that
+begins after a write's commit sees it; from PostgreSQL (`procedures.jobs.search.from_database`) only while the index
 is being built.
 """
 
 from __future__ import annotations
 
+from procedures.jobs.search import from_database, from_index
+from procedures.jobs.search.corpus import INDEX
+from procedures.jobs.search.request import Search, SearchJobs, SearchPage
 from procedures.published_cache import PROBE
-from procedures.search import from_database, from_index
-from procedures.search.corpus import INDEX
-from procedures.search.request import Search, SearchJobs, SearchPage
 from rpc.core.registry import procedure
 from rpc.dispatch.context import Context
 from rpc.search.index import SearchIndex

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tantivy
 
-from procedures.search.filters import contains, either, every
+from procedures.jobs.search.filters import contains, either, every
 from rpc.search.view import View
 
 

@@ -11,10 +11,10 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 
 from procedures.common import Moment, PlainText, moment
-from procedures.job_types import EmploymentType, JobSummary
-from procedures.search import cursor
-from procedures.search.facets import Facets
-from procedures.search.syntax import Typed, parse
+from procedures.jobs import EmploymentType, JobSummary
+from procedures.jobs.search import cursor
+from procedures.jobs.search.facets import Facets
+from procedures.jobs.search.syntax import Typed, parse
 from rpc.core.cursor import CursorCodec
 from rpc.core.envelope import Params, Struct
 

@@ -1,7 +1,7 @@
 """What a search box's text asks, in web-search syntax: words (all required), `"a phrase"`, `-exclusion`, and `or`
 between alternatives; the last word also a prefix, so the box can search as a person types.
 
-The text is folded and read by the same analyzer as the jobs (`procedures.search.text`), so stop words drop out
+The text is folded and read by the same analyzer as the jobs (`procedures.jobs.search.text`), so stop words drop out
 and words meet their stems. The result is a tree independent of any field: `to_query` asks it of one field
 (all the text, or the title alone for ranking).
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import tantivy
 
-from procedures.search.text import analyzer, fold
+from procedures.jobs.search.text import analyzer, fold
 
 _CHUNKS = re.compile(r'-?"[^"]*"?|[^\s"]+')
 _WORD = re.compile(r"[^\W_]+")  # letters and digits, as the analyzer splits words

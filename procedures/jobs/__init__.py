@@ -1,11 +1,12 @@
-"""Job postings: `draft → published → closed`, visible to their account until published."""
+"""Job postings: `draft → published → closed`, visible to their account until published; and their search
+(`procedures.jobs.search`), in the same room, since each uses the other."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
@@ -22,10 +23,9 @@ from procedures.common import (
     set_clause,
 )
 from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
-from procedures.job_types import EmploymentType, JobStatus, JobSummary
+from procedures.jobs.search import listing
+from procedures.jobs.search.corpus import INDEX
 from procedures.published_cache import PROBE, VERSION_SQL, PublishedCache, changes_since
-from procedures.search import listing
-from procedures.search.corpus import INDEX
 from procedures.window import SLACK, Ranked, Window
 from rpc.core.envelope import Page, PageParams, Params, Struct
 from rpc.core.errors import Forbidden, InvalidTransition, NotFound
@@ -36,7 +36,20 @@ from rpc.core.types import Role
 from rpc.dispatch.context import Context
 from rpc.search.index import SearchIndex
 
+EmploymentType = Literal["full_time", "part_time", "contract", "internship", "temporary"]
+JobStatus = Literal["draft", "published", "closed"]
 EMPLOYERS: tuple[Role, ...] = ("employer", "admin")
+
+
+class JobSummary(Struct, frozen=True, kw_only=True):
+    """A job as it appears in lists."""
+
+    id: str
+    title: str
+    company: str
+    location: str
+    status: JobStatus
+    created_at: dt.datetime
 
 
 class Job(JobSummary, frozen=True, kw_only=True):

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import tantivy
 
-from procedures.search.text import ANALYZER, STOP_WORDS, analyzer, fold
+from procedures.jobs.search.text import ANALYZER, STOP_WORDS, analyzer, fold
 from rpc.search.corpus import Corpus
 
 _COLUMNS = (

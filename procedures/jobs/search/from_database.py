@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 
 from procedures.common import like_pattern
-from procedures.job_types import JobSummary
-from procedures.search.facets import FacetCounts, counts_sql
-from procedures.search.request import Search, SearchPage
+from procedures.jobs import JobSummary
+from procedures.jobs.search.facets import FacetCounts, counts_sql
+from procedures.jobs.search.request import Search, SearchPage
 from rpc.dispatch.context import Context
 
 _SHOWN = "id::text AS id, title, company, location, status, created_at, published_at AS _published_at"

@@ -1,130 +1,38 @@
-"""Applications and the hiring pipeline.
-
-    pending → reviewed → interview_scheduled → offered → hired
-    any non-final → rejected (the employer) or withdrawn (the candidate)
-
-The employer may skip forward, never go back; `hired`, `rejected` and `withdrawn` are final. Every change
-keeps a history row (who, when, from, to) and emits its event in the same transaction.
-"""
+"""The applications' procedures: applying, reading, following the changes, and moving along the pipeline
+(`procedures.applications` has the shapes and the pipeline's order)."""
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, ClassVar, Literal
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
-from procedures.common import EXAMPLE_ID, NO_NUL, SPACE, Id, page_and_total, parse_id
+from procedures.applications import (
+    EMPLOYERS,
+    FINAL,
+    PIPELINE,
+    Application,
+    ApplicationCreated,
+    ApplicationRef,
+    CreateApplication,
+    ListApplications,
+    Review,
+    Reviewed,
+    Status,
+    StatusChanged,
+    UpdateStatus,
+)
+from procedures.common import Id, page_and_total, parse_id
 from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
 from procedures.files import owned
-from rpc.core.envelope import FieldError, Page, PageParams, Params, Struct
+from rpc.core.envelope import Page
 from rpc.core.errors import Conflict, Forbidden, InvalidTransition, NotFound
 from rpc.core.principal import Principal
 from rpc.core.registry import on_conflict, procedure
-from rpc.core.types import Role
 from rpc.db.pool import one_row
 from rpc.dispatch.context import Context
 from rpc.files.model import File, as_json, nested, nested_list
-
-Status = Literal["pending", "reviewed", "interview_scheduled", "offered", "hired", "rejected", "withdrawn"]
-PIPELINE: tuple[Status, ...] = ("pending", "reviewed", "interview_scheduled", "offered", "hired")
-FINAL: frozenset[Status] = frozenset({"hired", "rejected", "withdrawn"})
-EMPLOYERS: tuple[Role, ...] = ("employer", "admin")
-
-CoverLetter = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
-ResumeUrl = Annotated[str, msgspec.Meta(max_length=2_000, pattern=rf"^https?://[^\x00{SPACE}]+$")]
-Notes = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
-Rating = Annotated[int, msgspec.Meta(ge=1, le=5)]
-Attachments = Annotated[tuple[Id, ...], msgspec.Meta(max_length=5, description="Up to 5 ids of files you uploaded.")]
-
-
-class Application(Struct, frozen=True, kw_only=True):
-    """An application; `rating` and `notes` are the employer's and always null for the candidate."""
-
-    id: str
-    job_id: str
-    candidate_id: str
-    status: Status
-    cover_letter: str | None
-    resume_url: str | None
-    rating: int | None
-    notes: str | None
-    resume: File | None
-    attachments: list[File]
-    created_at: dt.datetime
-    updated_at: dt.datetime
-
-
-class ApplicationCreated(Struct, frozen=True, kw_only=True):
-    application_id: str
-    job_id: str
-    candidate_id: str
-    status: Status
-
-
-class StatusChanged(Struct, frozen=True, kw_only=True):
-    application_id: str
-    job_id: str
-    old_status: Status
-    new_status: Status
-    updated_by: str
-
-
-class Reviewed(Struct, frozen=True, kw_only=True):
-    application_id: str
-    job_id: str
-    reviewed_by: str
-    rating: int | None
-
-
-class CreateApplication(Params, frozen=True, kw_only=True):
-    job_id: Id
-    cover_letter: CoverLetter | None = None
-    resume_url: ResumeUrl | None = None
-    resume_file_id: Id = None
-    attachment_file_ids: Attachments = ()
-
-    def __post_init__(self) -> None:
-        sent = [str(value) for value in ([self.resume_file_id] if self.resume_file_id is not None else [])]
-        sent += [str(value) for value in self.attachment_file_ids]
-        if len(set(sent)) != len(sent):
-            raise FieldError("attachment_file_ids", "Send each file once: as the résumé or as one attachment.")
-
-    example: ClassVar[Mapping[str, Any]] = {
-        "job_id": EXAMPLE_ID,
-        "cover_letter": "I have run Python services in production for six years.",
-        "resume_url": "https://example.com/ada-lovelace-cv.pdf",
-    }
-
-
-class ListApplications(PageParams, frozen=True, kw_only=True):
-    job_id: Id | None = None
-    status: Status | None = None
-
-    example: ClassVar[Mapping[str, Any]] = {"status": "pending", "page": 1, "per_page": 20}
-
-
-class ApplicationRef(Params, frozen=True, kw_only=True):
-    id: Id
-
-    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID}
-
-
-class UpdateStatus(Params, frozen=True, kw_only=True):
-    id: Id
-    status: Status
-
-    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID, "status": "reviewed"}
-
-
-class Review(Params, frozen=True, kw_only=True):
-    id: Id
-    rating: Rating | None | msgspec.UnsetType = msgspec.UNSET
-    notes: Notes | None | msgspec.UnsetType = msgspec.UNSET
-
-    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID, "rating": 4, "notes": "Strong on SQL; ask about on-call."}
-
 
 APPLIED_ONCE = "applications_job_candidate_key"
 on_conflict(APPLIED_ONCE, "You have already applied to this job.")

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 import tantivy
 
-from procedures.search.corpus import schema
-from procedures.search.text import fold
+from procedures.jobs.search.corpus import schema
+from procedures.jobs.search.text import fold
 
 # tantivy's regular expressions: every character with a meaning there, escaped so that typed text is literal.
 _SCHEMA = schema()
