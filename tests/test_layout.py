@@ -14,26 +14,26 @@ PACKAGES = ("rpc", "procedures")
 # assembly (`rpc.app`, which alone imports them) and the command line.
 FLOORS = {
     "rpc.settings": 0,
-    "rpc.core": 1,
-    "rpc.db": 2,
-    "rpc.limits": 2,
-    "rpc.audit": 3,
-    "rpc.outbox": 3,
-    "rpc.search": 3,
-    "rpc.files": 3,
-    "rpc.mail": 4,
-    "rpc.payments": 4,
-    "rpc.auth": 5,
-    "rpc.privacy": 6,
-    "rpc.worker": 6,
-    "rpc.dispatch": 6,
-    "rpc.business": 7,
-    "rpc.services": 8,
-    "rpc.web": 9,
-    "rpc.panel": 10,
-    "procedures": 11,
-    "rpc.app": 12,
-    "rpc.ops": 13,
+    "rpc.core": 0,
+    "rpc.db": 1,
+    "rpc.limits": 1,
+    "rpc.audit": 2,
+    "rpc.outbox": 2,
+    "rpc.search": 2,
+    "rpc.files": 2,
+    "rpc.mail": 3,
+    "rpc.payments": 3,
+    "rpc.auth": 4,
+    "rpc.privacy": 5,
+    "rpc.worker": 5,
+    "rpc.dispatch": 5,
+    "rpc.business": 6,
+    "rpc.services": 7,
+    "rpc.web": 8,
+    "rpc.panel": 9,
+    "procedures": 10,
+    "rpc.app": 11,
+    "rpc.ops": 12,
 }
 
 
@@ -141,6 +141,29 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_no_module_imports_itself_round_a_circle() -> None:
     # A package's __init__ importing nothing, its submodules importing their siblings: only real circles count.
     assert circles(graph()) == []
+
+
+def place(name: str) -> str:
+    """A room as a path: `rpc/core/`, `rpc/app.py`, `procedures/jobs/`."""
+    path = ROOT / name.replace(".", "/")
+    return f"`{path.relative_to(ROOT)}/`" if path.is_dir() else f"`{path.relative_to(ROOT)}.py`"
+
+
+def arrows() -> str:
+    """The table of rooms and the rooms each imports, floor by floor, as docs/architecture.md shows it."""
+    edges = room_graph()
+    lines = ["| floor | room | imports |", "|---|---|---|"]
+    for name in sorted(edges, key=lambda name: (floor(name), name)):
+        targets = sorted(edges[name], key=lambda target: (floor(target), target))
+        lines.append(f"| {floor(name)} | {place(name)} | {', '.join(place(target) for target in targets) or '—'} |")
+    return "\n".join(lines)
+
+
+def test_the_architecture_page_draws_the_rooms_as_they_are() -> None:
+    """docs/architecture.md's table of rooms and arrows is the code's (regenerate it with `arrows()`)."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    drawn = page.split("<!-- rooms: tests/test_layout.py arrows() -->\n", 1)[1].split("\n<!-- /rooms -->", 1)[0]
+    assert drawn == arrows()
 
 
 def test_the_package_holds_no_benchmark_code() -> None:
