@@ -203,3 +203,31 @@ def test_home_uploads_and_replaces_the_profiles_resume(
     forged = browser.submit(home, "/me/resume", fill={"csrf_token": "forged"}, files={"resume": ("x.pdf", document)})
     assert forged.status_code == 403
     assert ok(call("profile.me", person))["resume"]["filename"] == "second.pdf"
+
+
+def test_the_profiles_resume_is_offered_when_applying(
+    browser: Browser, call: Call, employer: User, person: User, admin: Admin
+) -> None:
+    """Ticked by default; a file chosen on the form is sent instead."""
+    location(browser.sign_in(person))
+    home = browser.get("/me")
+    location(browser.submit(home, "/me/resume", files={"resume": ("on-file.txt", b"Ada, on file\n")}))
+    on_file = ok(call("profile.me", person))["resume"]
+    first, second = _job(call, employer), _job(call, employer)
+    page = browser.get(f"/jobs/{first}/apply")
+    offered = r'name="profile_resume" value="yes" checked>\s*Send the résumé on my profile, on-file.txt'
+    assert re.search(offered, page.text)
+    location(browser.submit(page, f"/jobs/{first}/apply", fill={"profile_resume": "yes"}))
+    page = browser.get(f"/jobs/{second}/apply")
+    chosen = {"resume": ("chosen.txt", b"Ada, chosen\n")}
+    location(browser.submit(page, f"/jobs/{second}/apply", fill={"profile_resume": "yes"}, files=chosen))
+    rows = admin.sql(
+        "SELECT a.job_id::text AS job_id, f.filename FROM applications AS a "
+        "JOIN application_files AS af ON af.application_id = a.id JOIN files AS f ON f.id = af.file_id "
+        "WHERE a.candidate_id = %(c)s",
+        {"c": person.user_id},
+    )
+    sent = {row["job_id"]: row["filename"] for row in rows}
+    assert sent == {first: "on-file.txt", second: "chosen.txt"}
+    [made] = [row for row in ok(call("applications.list", person))["data"] if row["job_id"] == first]
+    assert made["resume"] == on_file

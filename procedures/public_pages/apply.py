@@ -29,9 +29,13 @@ from rpc.web.sessions import WebUser
 from rpc.web.state import web
 
 # A cover letter of 20,000 characters, each up to 4 UTF-8 bytes, and the CSRF token beside the résumé.
-APPLY_FORM = resume.shape(required=False, cover_letter=4 * 20_000)
+APPLY_FORM = resume.shape(required=False, cover_letter=4 * 20_000, profile_resume=8)
 UNREADABLE = "The form could not be read. A cover letter holds up to 20,000 characters."
 ALREADY = "You have already applied to this job. Follow your application on your page."
+# The résumé on the candidate's profile, offered (ticked) on the form: sent when no file is chosen.
+_ON_FILE = """
+SELECT f.id::text AS id, f.filename FROM users AS u JOIN files AS f ON f.id = u.resume_file_id WHERE u.id = %(id)s
+"""
 _APPLIED = """
 SELECT id::text AS id, created_at FROM applications WHERE job_id = %(job_id)s AND candidate_id = %(user_id)s
 """
@@ -72,17 +76,20 @@ async def _form(
     error: str | None = None,
     letter: str = "",
 ) -> Response:
-    applied = None
+    applied = on_file = None
     if user.role == "candidate":
         applied = await (await conn.execute(_APPLIED, {"job_id": job.id, "user_id": user.user_id})).fetchone()
+        on_file = await (await conn.execute(_ON_FILE, {"id": user.user_id})).fetchone()
     context = {"job": job, "labels": LABELS, "error": error, "applied": applied, "cover_letter": letter}
+    context["on_file"] = on_file
     status = 403 if user.role != "candidate" else status
     return render("apply.html", status, user=user, **context, **resume.resume_input(request))
 
 
 async def apply(request: Request) -> Response:
-    """`POST /jobs/{id}/apply` (multipart/form-data) with `csrf_token`, `cover_letter` and an optional `resume`
-    file: apply, then the candidate's home. Nobody signed in sends no file to be read."""
+    """`POST /jobs/{id}/apply` (multipart/form-data) with `csrf_token`, `cover_letter`, and an optional `resume`
+    file or else `profile_resume=yes` (the profile's résumé): apply, then the candidate's home. Nobody signed in
+    sends no file to be read."""
     state = web(request)
     here = f"/jobs/{request.path_params['id']}/apply"
     async with state.pool.connection() as conn:
@@ -113,8 +120,12 @@ async def _apply(request: Request, form: Form, here: str) -> Response:
         letter = form.fields.get("cover_letter", "").replace("\r\n", "\n")
         if user.role != "candidate":
             return await _form(request, conn, job, user)
+        on_file = None
+        if form.file is None and form.fields.get("profile_resume") == "yes":
+            on_file = await (await conn.execute(_ON_FILE, {"id": user.user_id})).fetchone()
+        sent = {"job_id": job.id, "cover_letter": letter.strip() or None, "resume_file_id": on_file and on_file["id"]}
         try:
-            params = msgspec.convert({"job_id": job.id, "cover_letter": letter.strip() or None}, CreateApplication)
+            params = msgspec.convert(sent, CreateApplication)
         except msgspec.ValidationError:
             error = "A cover letter holds up to 20,000 characters, without NUL characters."
             return await _form(request, conn, job, user, status=422, error=error, letter=letter)
