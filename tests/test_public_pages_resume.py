@@ -16,7 +16,7 @@ import httpx
 import msgspec
 import pytest
 
-from tests.browser import Browser, form, location, text
+from tests.browser import Browser, form, location, multipart, text
 from tests.files_support import one_page_pdf, raw_request
 from tests.smtp import SmtpServer, mailing_settings
 from tests.support import Admin, LiveServer, User, ok
@@ -170,6 +170,28 @@ def test_nobody_signed_in_has_no_body_read(live: LiveServer) -> None:
         "Content-Type: multipart/form-data; boundary=b0undary\r\n\r\n"
     )
     assert raw_request(live.port, head.encode(), []).startswith(b"HTTP/1.1 303")
+
+
+def test_the_form_holds_only_its_fields_each_once_and_bounded(
+    browser: Browser, call: Call, employer: User, person: User, admin: Admin
+) -> None:
+    job = _job(call, employer)
+    path = f"/jobs/{job}/apply"
+    token = form(_apply_form(browser, person, job), path).value("csrf_token")
+
+    def send(fields: list[tuple[str, str]]) -> httpx.Response:
+        body, content_type = multipart(fields, {"resume": ("", b"")})
+        return browser.http.post(path, content=body, headers={"Content-Type": content_type})
+
+    assert send([("csrf_token", token), ("role", "admin")]).status_code == 400
+    assert send([("csrf_token", token), ("cover_letter", "a"), ("cover_letter", "b")]).status_code == 400
+    past = send([("csrf_token", token), ("cover_letter", "a" * 80_001)])
+    assert past.status_code == 413
+    form_encoded = browser.http.post(path, data={"csrf_token": token, "cover_letter": "x"})
+    assert form_encoded.status_code == 400 and "The form could not be read" in form_encoded.text
+    assert _applications(admin, person) == []
+    longest = "\N{GRINNING FACE}" * 20_000  # 20,000 characters of 4 bytes each: the field's whole bound
+    assert location(send([("csrf_token", token), ("cover_letter", longest)])) == "/me?notice=applied"
 
 
 # --- the candidate's own résumé on /me ---------------------------------------------------------------------

@@ -57,9 +57,10 @@ class Upload(Params, frozen=True, kw_only=True):
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """What one multipart body may hold: the file, as the part named `file` (required, or optional: a browser's
-    empty file input sends an unnamed, empty part), and small text fields, each at most once and at most its
-    bytes. The text fields' bounds bound the whole body, and their names bound the count of parts."""
+    """What one multipart body may hold: the file, as the part named `file` (required, or optional: what a
+    browser sends for an empty file input, a part with an empty filename and no bytes, is then no file), and
+    small text fields, each at most once and within its bytes. The text fields' bounds bound the whole body, and
+    their names the count of parts."""
 
     file: str = FIELD
     file_required: bool = True
@@ -117,7 +118,7 @@ class _Parts:
         self.parts += 1
         if self.parts > 1 + len(self._shape.fields):
             if not self._shape.fields:
-                raise self._shape.refused(f"Send exactly one part, named '{FIELD}', with the file.")
+                raise self._shape.refused(f"Send exactly one part, named '{self._shape.file}', with the file.")
             raise self._shape.refused(self._shape.expected())
         self._disposition = b""
 
