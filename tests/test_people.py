@@ -55,7 +55,8 @@ def token_of(link: str) -> str:
 
 def users_with(admin: Admin, email: str) -> list[dict[str, Any]]:
     return admin.sql(
-        "SELECT id::text AS id, account_id::text AS account_id, role, display_name FROM users WHERE email = %(e)s", {"e": email}
+        "SELECT id::text AS id, account_id::text AS account_id, role, display_name FROM users WHERE email = %(e)s",
+        {"e": email},
     )
 
 
