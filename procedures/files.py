@@ -63,6 +63,13 @@ async def upload(ctx: Context, params: Upload) -> File:
     """Upload a file (multipart/form-data, one part `file`): PDF, DOCX, ODT or plain UTF-8 text, told by its
     content, at most FILES_MAX_BYTES (10 MiB). Refer to it from `applications.create` or `profile.update`
     within 24 hours, or it is deleted."""
+    return await save_upload(ctx, params)
+
+
+async def save_upload(ctx: Context, params: Upload) -> File:
+    """The staged file kept as the caller's File, told by its content (`422` empty, `415` of no accepted type):
+    its bytes in the store first, then its row in `ctx.transaction()` — a File never lacks its bytes. A page that
+    takes a file in a form of its own (the apply page, the candidate's home) calls it too."""
     staged = Path(params.path)
     if params.size == 0:
         raise InvalidParams([{"field": "file", "message": "The file is empty."}])

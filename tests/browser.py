@@ -1,11 +1,13 @@
 """A very small browser for tests: it keeps cookies, never follows a redirect by itself (the tests look at
 every Location), and reads HTML forms the way a browser does — every named input with its value, plus the
-one submit button pressed — then posts them form-encoded to the form's action."""
+one submit button pressed — then posts them to the form's action, form-encoded or, for a form of
+`enctype="multipart/form-data"`, as multipart with its file inputs (empty unless a file was chosen)."""
 
 from __future__ import annotations
 
 import html
 import urllib.parse
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -20,7 +22,9 @@ from tests.support import User, follow_link
 class Form:
     action: str
     method: str
+    enctype: str = "application/x-www-form-urlencoded"
     fields: list[tuple[str, str]] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # the names of its file inputs
     buttons: list[tuple[str, str]] = field(default_factory=list)
 
     def names(self) -> set[str]:
@@ -39,10 +43,13 @@ class _FormParser(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         attributes = {name: value or "" for name, value in attrs}
         if tag == "form":
-            self._current = Form(attributes.get("action", ""), attributes.get("method", "get").lower())
+            enctype = attributes.get("enctype") or "application/x-www-form-urlencoded"
+            self._current = Form(attributes.get("action", ""), attributes.get("method", "get").lower(), enctype)
             self.forms.append(self._current)
         elif self._current is None or "name" not in attributes:
             return
+        elif tag == "input" and attributes.get("type") == "file":
+            self._current.files.append(attributes["name"])
         elif tag == "input" and attributes.get("type", "text") not in ("submit", "button", "checkbox", "radio"):
             self._current.fields.append((attributes["name"], attributes.get("value", "")))
         elif tag == "button" and attributes.get("type", "submit") == "submit":
@@ -83,6 +90,27 @@ def query(url: str) -> dict[str, str]:
     return dict(pairs)
 
 
+def multipart(fields: Iterable[tuple[str, str]], files: Mapping[str, tuple[str, bytes]]) -> tuple[bytes, str]:
+    """A multipart/form-data body as browsers encode it (WHATWG HTML §4.10.21.8): the fields, then each file
+    input — with `filename=""` and no bytes when none was chosen; and its Content-Type."""
+    boundary = f"----browser{uuid.uuid4().hex}"
+
+    def quoted(value: str) -> str:
+        return value.replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
+
+    body = b""
+    for name, value in fields:
+        head = f'Content-Disposition: form-data; name="{quoted(name)}"\r\n\r\n'
+        body += f"--{boundary}\r\n{head}".encode() + value.encode() + b"\r\n"
+    for name, (filename, data) in files.items():
+        head = (
+            f'Content-Disposition: form-data; name="{quoted(name)}"; filename="{quoted(filename)}"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        )
+        body += f"--{boundary}\r\n{head}".encode() + data + b"\r\n"
+    return body + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
 class Browser:
     """One browser profile (its own cookie jar) against a live server."""
 
@@ -107,9 +135,11 @@ class Browser:
         fill: Mapping[str, str] | None = None,
         button: tuple[str, str] | None = None,
         drop: Iterable[str] = (),
+        files: Mapping[str, tuple[str, bytes]] | None = None,
     ) -> httpx.Response:
         """Submit the page's form posting to `action`: its fields, changed by `fill`, without `drop`, and with
-        `button` pressed (which must be one of the form's buttons)."""
+        `button` pressed (which must be one of the form's buttons); a multipart form with `files` chosen
+        (input name → filename and bytes)."""
         chosen = form(page, action)
         assert chosen.method == "post"
         fill = dict(fill or {})
@@ -119,6 +149,11 @@ class Browser:
             assert button in chosen.buttons, (button, chosen.buttons)
             data.append(button)
         target = urllib.parse.urljoin(str(page.url), chosen.action)
+        if chosen.enctype == "multipart/form-data":
+            chosen_files = {name: (files or {}).get(name, ("", b"")) for name in chosen.files}
+            body, content_type = multipart(data, chosen_files)
+            return self.http.post(target, content=body, headers={"Content-Type": content_type})
+        assert not files, "files need a multipart form"
         return self.http.post(
             target,
             content=urllib.parse.urlencode(data),

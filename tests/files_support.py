@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import io
+import socket
 import zipfile
 from typing import Any
 
@@ -45,6 +46,44 @@ XLSX = archive([("[Content_Types].xml", b"<Types/>"), ("xl/workbook.xml", b"<wor
 ODS = archive([("mimetype", b"application/vnd.oasis.opendocument.spreadsheet"), ("content.xml", b"<c/>")])
 ZIP = archive([("notes.txt", b"just a zip")])
 TEXT = "Ayşe Yılmaz — backend engineer\n\tPython, PostgreSQL\n".encode()
+
+
+def one_page_pdf(text: str) -> bytes:
+    """A real one-page PDF showing `text` (ASCII, no parentheses or backslashes), its cross-reference table
+    pointing at each object's offset, as a PDF reader wants it."""
+    content = f"BT /F1 18 Tf 72 720 Td ({text}) Tj ET".encode()
+    objects = [
+        b"<</Type/Catalog/Pages 2 0 R>>",
+        b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
+        b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Contents 4 0 R/Resources<</Font<</F1 5 0 R>>>>>>",
+        b"<</Length %d>>stream\n%s\nendstream" % (len(content), content),
+        b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>",
+    ]
+    document = b"%PDF-1.4\n"
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(document))
+        document += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    table = len(document)
+    document += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    document += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    return document + b"trailer\n<</Size %d/Root 1 0 R>>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, table)
+
+
+def raw_request(port: int, head: bytes, body_parts: list[bytes]) -> bytes:
+    """Send `head` and `body_parts` on a socket to the loopback `port`, then read the answer's head without
+    sending anything more (to see a refusal come before the body was all sent)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        conn.sendall(head)
+        for part in body_parts:
+            conn.sendall(part)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        return answer
 
 
 def upload(

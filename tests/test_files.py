@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import socket
 import time
 import urllib.parse
 import uuid
@@ -30,6 +29,7 @@ from tests.files_support import (
     TEXT,
     XLSX,
     ZIP,
+    raw_request,
     run_sweep,
     stored,
     upload,
@@ -153,21 +153,6 @@ def small(settings: Any) -> Any:
         yield server
 
 
-def _raw(server: LiveServer, head: bytes, body_parts: list[bytes]) -> bytes:
-    """Send `head` and `body_parts` on a socket, then read the answer without sending anything more."""
-    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as conn:
-        conn.sendall(head)
-        for part in body_parts:
-            conn.sendall(part)
-        answer = b""
-        while b"\r\n\r\n" not in answer:
-            chunk = conn.recv(65536)
-            if not chunk:
-                break
-            answer += chunk
-        return answer
-
-
 def _head(candidate: User, extra: str) -> bytes:
     return (
         f"POST /v1/files.upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {candidate.token}\r\n"
@@ -177,7 +162,7 @@ def _head(candidate: User, extra: str) -> bytes:
 
 def test_a_declared_length_past_the_limit_is_413_before_any_byte(small: LiveServer, candidate: User) -> None:
     """The answer comes while not one byte of the 20 MB announced was sent."""
-    answer = _raw(small, _head(candidate, "Content-Length: 20000000\r\n"), [])
+    answer = raw_request(small.port, _head(candidate, "Content-Length: 20000000\r\n"), [])
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
 
 
@@ -188,7 +173,8 @@ def test_a_streamed_body_past_the_limit_is_413_before_its_end(small: LiveServer,
     def chunk(data: bytes) -> bytes:
         return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
-    answer = _raw(small, _head(candidate, "Transfer-Encoding: chunked\r\n"), [chunk(opening), chunk(b"a" * 1500)])
+    head = _head(candidate, "Transfer-Encoding: chunked\r\n")
+    answer = raw_request(small.port, head, [chunk(opening), chunk(b"a" * 1500)])
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
 
 

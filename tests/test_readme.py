@@ -87,6 +87,8 @@ def test_the_readme_quickstart_runs_as_pasted(served: tuple[str, dict[str, str]]
     assert len(searched) == 1 and '"title":"Backend engineer"' in searched[0], "jobs.search found it as typed"
     assert '"total":1' in searched[0] and '{"value":"Berlin","count":1}' in searched[0], "exact total and facets"
     assert "boss@example.com" in lines, "profile.me with the session token"
+    assert "resume.txt" in lines, "applications.create answered the application with its résumé"
+    assert lines[-2:] == ["Grace Hopper", "Compilers and programming languages"], "the employer read the résumé"
     replayed = [line.lower() for line in lines if line.lower().startswith("idempotent-replayed")]
     assert replayed == ["idempotent-replayed: true"], "the second call with the Idempotency-Key was a replay"
 

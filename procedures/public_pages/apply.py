@@ -3,8 +3,9 @@ letter. The Application is made by `applications.create`'s own code, in one tran
 `application.created` and the candidate's confirmation e-mail (the durable mail queue), so all three commit or
 none does. Applying twice is refused with a sentence that says so.
 
-The form is the place for more fields of `applications.create` (a résumé file among them): each is read from
-the form into `CreateApplication`, whose own checks refuse what does not fit."""
+The form (multipart/form-data) is the place for more fields of `applications.create`: each is read from the form
+into `CreateApplication`, whose own checks refuse what does not fit. The résumé is read and kept as files.upload
+reads and keeps a file (procedures/public_pages/resume.py), in the application's transaction, its bytes first."""
 
 from __future__ import annotations
 
@@ -14,22 +15,28 @@ from starlette.responses import Response
 
 from procedures.applications import CreateApplication
 from procedures.applications.pipeline import APPLIED_ONCE, create_application
+from procedures.files import save_upload
+from procedures.public_pages import resume
 from procedures.public_pages.jobposting import LABELS, PublicJob
 from procedures.public_pages.site import context_for, find_job, job_gone, message, render
 from rpc.core.database_errors import on_duplicate
-from rpc.core.errors import Conflict, NotFound, PayloadTooLarge, RateLimited
-from rpc.core.params import read_body
+from rpc.core.errors import Conflict, InvalidParams, NotFound, RateLimited, UnsupportedMediaType
+from rpc.core.multipart import Form, Upload
 from rpc.core.types import Connection
 from rpc.services import services
-from rpc.web.forms import FORM, FormError, media_type, parse_form
 from rpc.web.pages import redirect
 from rpc.web.people import PURPOSE as PEOPLE_PURPOSE
 from rpc.web.sessions import WebUser
 from rpc.web.state import web
 
-# A cover letter of 20,000 characters, each up to 4 UTF-8 bytes, each byte percent-encoded: 240 KB, and the rest.
-MAX_APPLY_FORM_BYTES = 256 * 1024
+# A cover letter of 20,000 characters, each up to 4 UTF-8 bytes, and the CSRF token beside the résumé.
+APPLY_FORM = resume.shape(required=False, cover_letter=4 * 20_000, profile_resume=8)
+UNREADABLE = "The form could not be read. A cover letter holds up to 20,000 characters."
 ALREADY = "You have already applied to this job. Follow your application on your page."
+# The résumé on the candidate's profile, offered (ticked) on the form: sent when no file is chosen.
+_ON_FILE = """
+SELECT f.id::text AS id, f.filename FROM users AS u JOIN files AS f ON f.id = u.resume_file_id WHERE u.id = %(id)s
+"""
 _APPLIED = """
 SELECT id::text AS id, created_at FROM applications WHERE job_id = %(job_id)s AND candidate_id = %(user_id)s
 """
@@ -45,7 +52,7 @@ async def apply_page(request: Request) -> Response:
         assert job is not None
         user = await state.sessions.current(conn, request)
         if user is not None:
-            return await _form(conn, job, user)
+            return await _form(request, conn, job, user)
     binding, new = state.sessions.signin_binding(request)
     page = render(
         "apply.html",
@@ -61,52 +68,81 @@ async def apply_page(request: Request) -> Response:
 
 
 async def _form(
-    conn: Connection, job: PublicJob, user: WebUser, *, status: int = 200, error: str | None = None, letter: str = ""
+    request: Request,
+    conn: Connection,
+    job: PublicJob,
+    user: WebUser,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    letter: str = "",
 ) -> Response:
-    applied = None
+    applied = on_file = None
     if user.role == "candidate":
         applied = await (await conn.execute(_APPLIED, {"job_id": job.id, "user_id": user.user_id})).fetchone()
+        on_file = await (await conn.execute(_ON_FILE, {"id": user.user_id})).fetchone()
     context = {"job": job, "labels": LABELS, "error": error, "applied": applied, "cover_letter": letter}
-    return render("apply.html", 403 if user.role != "candidate" else status, user=user, **context)
+    context["on_file"] = on_file
+    status = 403 if user.role != "candidate" else status
+    return render("apply.html", status, user=user, **context, **resume.resume_input(request))
 
 
 async def apply(request: Request) -> Response:
-    """`POST /jobs/{id}/apply` with `csrf_token` and `cover_letter`: apply, then the candidate's home."""
+    """`POST /jobs/{id}/apply` (multipart/form-data) with `csrf_token`, `cover_letter`, and an optional `resume`
+    file or else `profile_resume=yes` (the profile's résumé): apply, then the candidate's home. Nobody signed in
+    sends no file to be read."""
     state = web(request)
     here = f"/jobs/{request.path_params['id']}/apply"
+    async with state.pool.connection() as conn:
+        if await state.sessions.current(conn, request) is None:
+            return redirect(here)  # the session ended meanwhile: sign in again on the page, then send again
+    form = await resume.read(request, APPLY_FORM, here, UNREADABLE)
+    if not isinstance(form, Form):
+        return form
     try:
-        if media_type(request) != FORM:
-            raise FormError(f"Send the form as {FORM}.")
-        form = parse_form(await read_body(request, MAX_APPLY_FORM_BYTES))
-    except (FormError, PayloadTooLarge):
-        return message(400, "Bad request", "The form could not be read. A cover letter holds up to 20,000 characters.")
+        return await _apply(request, form, here)
+    finally:
+        if form.file is not None:
+            form.file.discard()
+
+
+async def _apply(request: Request, form: Form, here: str) -> Response:
+    state = web(request)
     async with state.pool.connection() as conn:
         user = await state.sessions.current(conn, request)
-        if user is None:  # the session ended meanwhile: sign in again on the page, then send again
+        if user is None:
             return redirect(here)
-        sent = form.get("csrf_token", [])
-        if len(sent) != 1 or not state.sessions.csrf_valid("session", user.session, sent[0]):
+        if not state.sessions.csrf_valid("session", user.session, form.fields.get("csrf_token")):
             return state.pages.forbidden()
         job = await find_job(conn, request.path_params["id"])
         if gone := job_gone(job):
             return gone
         assert job is not None
-        letter = (form.get("cover_letter") or [""])[0].replace("\r\n", "\n")
+        letter = form.fields.get("cover_letter", "").replace("\r\n", "\n")
         if user.role != "candidate":
-            return await _form(conn, job, user)
+            return await _form(request, conn, job, user)
+        on_file = None
+        if form.file is None and form.fields.get("profile_resume") == "yes":
+            on_file = await (await conn.execute(_ON_FILE, {"id": user.user_id})).fetchone()
+        sent = {"job_id": job.id, "cover_letter": letter.strip() or None, "resume_file_id": on_file and on_file["id"]}
         try:
-            params = msgspec.convert({"job_id": job.id, "cover_letter": letter.strip() or None}, CreateApplication)
+            params = msgspec.convert(sent, CreateApplication)
         except msgspec.ValidationError:
             error = "A cover letter holds up to 20,000 characters, without NUL characters."
-            return await _form(conn, job, user, status=422, error=error, letter=letter)
+            return await _form(request, conn, job, user, status=422, error=error, letter=letter)
         try:
             await state.throttle.hit("panel_writes", user.user_id)
             with on_duplicate(APPLIED_ONCE, _AlreadyApplied()):
-                await _create(request, conn, user, job, params)
+                await _create(request, conn, user, job, params, form.file)
         except RateLimited as exc:
             return state.pages.rate_limited(exc)
+        except UnsupportedMediaType as exc:  # a résumé of no accepted type: the form again, the letter kept
+            return await _form(request, conn, job, user, status=415, error=exc.message, letter=letter)
+        except InvalidParams:
+            error = "The résumé file is empty. Choose the file again, or send the application without one."
+            return await _form(request, conn, job, user, status=422, error=error, letter=letter)
         except _AlreadyApplied:
-            return await _form(conn, job, user, status=409, error=ALREADY)
+            return await _form(request, conn, job, user, status=409, error=ALREADY)
         except (Conflict, NotFound):  # closed (or gone) between reading the job and applying
             return job_gone(await find_job(conn, job.id)) or message(409, "Not applied", "Try again.", user=user)
     return redirect("/me?notice=applied")
@@ -116,11 +152,22 @@ class _AlreadyApplied(Exception):
     """The candidate applied to the job before (from another tab, or through the API)."""
 
 
-async def _create(request: Request, conn: Connection, user: WebUser, job: PublicJob, params: CreateApplication) -> None:
-    """The Application, its event and the confirmation e-mail, in one transaction."""
+async def _create(
+    request: Request,
+    conn: Connection,
+    user: WebUser,
+    job: PublicJob,
+    params: CreateApplication,
+    file: Upload | None,
+) -> None:
+    """The résumé's File (its bytes stored first), the Application, its event and the confirmation e-mail, in
+    one transaction."""
     running = services(request)
     async with conn.transaction():
         ctx = await context_for(request, conn, running, user, "applications.create")
+        if file is not None:
+            kept = await save_upload(ctx, file)
+            params = msgspec.structs.replace(params, resume_file_id=kept.id)
         await create_application(ctx, params)
         if user.email:
             link = f"{running.settings.public_url.rstrip('/')}/me"

@@ -20,6 +20,7 @@ def routes(settings: Settings) -> list[BaseRoute]:
         Route("/jobs/{id}/apply", apply.apply, methods=["POST"]),
         Route("/me", home.home, methods=["GET"]),
         Route("/me/applications/{id}/withdraw", home.withdraw_application, methods=["POST"]),
+        Route("/me/resume", home.upload_resume, methods=["POST"]),
         Route("/sitemap.xml", functools.partial(feeds.sitemap, settings=public), methods=["GET"]),
         Route("/sitemap-{number:int}.xml", functools.partial(feeds.sitemap_file, settings=public), methods=["GET"]),
         Route("/feeds/jobs.xml", functools.partial(feeds.jobs_feed, settings=public), methods=["GET"]),

@@ -4,8 +4,9 @@ signed in to this browser, so that a page does what the API does by running the 
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -97,11 +98,16 @@ def visitor_context(
     procedure: str,
     probes: Mapping[str, str] | None = None,
 ) -> Context:
+    """The `Context` of `procedure` run by this page for `principal`, on `conn`: what the procedure would do in a
+    transaction of its own (storing a file's row) is a savepoint on the page's connection, inside the page's own
+    transaction (so that it commits with the rest of the page's work, or not at all)."""
     proc = services.registry.get(procedure)
     assert proc is not None, procedure
 
-    def no_other_transactions() -> Any:
-        raise RuntimeError(f"{procedure} runs on the page's connection")
+    @contextlib.asynccontextmanager
+    async def on_the_page_connection() -> AsyncIterator[Connection]:
+        async with conn.transaction():
+            yield conn
 
     return Context(
         principal=principal,
@@ -112,9 +118,10 @@ def visitor_context(
         emitter=services.emitter,
         http=services.http,
         connection=conn,
-        transactions=no_other_transactions,
+        transactions=on_the_page_connection,
         memory=services.memory,
         emits=frozenset(proc.emits),
         probes=probes or {},
         indexes=services.indexes,
+        files=services.files,
     )
