@@ -99,9 +99,11 @@ def test_two_servers_and_two_workers_share_limits_and_change_state_once(
         unsettled = "SELECT count(*) AS n FROM webhook_deliveries WHERE status <> 'succeeded'"
 
         def all_delivered() -> bool:
-            fleet.check_running()
             keys = {r.envelope["idempotency_key"] for r in hook.received()}
-            return admin.sql(unsettled)[0]["n"] == 0 and len(keys) >= DRAFTS
+            if admin.sql(unsettled)[0]["n"] == 0 and len(keys) >= DRAFTS:
+                return True
+            fleet.check_running()
+            return False
 
         eventually(all_delivered, lambda: f"{admin.sql(unsettled)[0]['n']} deliveries not succeeded", DELIVERED_WITHIN)
         delivered_in = time.monotonic() - deliveries_began
