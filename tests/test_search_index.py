@@ -9,6 +9,7 @@ import concurrent.futures
 import datetime as dt
 import json
 import os
+import string
 import subprocess
 import sys
 from collections import Counter
@@ -24,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from procedures.common import like_pattern
-from procedures.jobs.search import from_index
+from procedures.jobs.search import from_index, listing
 from procedures.jobs.search.corpus import JOBS, document
 from procedures.jobs.search.request import Search, SearchJobs
 from rpc.search.index import SearchIndex
@@ -395,3 +396,42 @@ def test_equal_ranks_are_ordered_by_id_across_the_disk_index_and_the_recent_one(
         if cursor is None:
             break
     assert walked == newest_first and page.total == len(ids)
+
+
+def test_every_character_a_substring_filter_is_given_means_itself() -> None:
+    """Filters are literal substrings whatever they hold: regular expressions' meta characters, and those whose
+    escape would mean more (`\\<` starts a word), match themselves and nothing else."""
+    places = ["Remote (EU)", "a.b+c*d?e", "x|y[z]{1}^$#&-~", "<Berlin>", 'say "hi" @ 5%_', "back\\slash", "Oslo"]
+    index = JOBS.index()
+    writer = index.writer(15_000_000, 1)
+    for number, place in enumerate(places):
+        row = {
+            "_id": f"00000000-0000-4000-8000-{number:012x}",
+            "title": "Otter",
+            "company": place,
+            "location": place,
+            "description": None,
+            "employment_type": None,
+            "created_at": MOMENTS[0],
+            "published_at": MOMENTS[0],
+        }
+        writer.add_document(document(row))
+    writer.commit()
+    index.reload()
+    view = View(1, index.schema, "id", index.searcher(), 1, None, ())
+    for char in string.punctuation + " ":
+        expected = sum(char in place.lower() for place in places)
+        for field in ("location", "company"):
+            _, total = listing.newest(
+                view,
+                q=None,
+                employment_type=None,
+                limit=10,
+                offset=0,
+                **{"location": None, "company": None, field: char},
+            )
+            assert total == expected, (field, char)
+        assert (
+            listing.newest(view, q=char, location=None, company=None, employment_type=None, limit=10, offset=0)[1]
+            == expected
+        )

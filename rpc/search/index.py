@@ -68,6 +68,7 @@ class SearchIndex:
         self._view: View | None = None
         self._pending: dict[str, Pending] = {}
         self._lock = asyncio.Lock()
+        self._recent_documents = Recent(corpus)
         self._rebuilding = False
         self._behind = True
 
@@ -243,8 +244,8 @@ class SearchIndex:
             )
 
     async def _recent(self, pending: Mapping[str, Pending]) -> tantivy.Searcher | None:
-        """`recent_index` in a thread: its commit costs milliseconds the event loop spends on other calls."""
-        return await asyncio.to_thread(recent_index, self.corpus, pending)
+        """`Recent.holding` in a thread: its commit costs milliseconds the event loop spends on other calls."""
+        return await asyncio.to_thread(self._recent_documents.holding, pending)
 
     def _commit(
         self, writer: tantivy.IndexWriter, index: tantivy.Index, batch: dict[str, Pending], position: int
@@ -260,15 +261,23 @@ class SearchIndex:
             generation.record(self.corpus.fingerprint, position)
 
 
-def recent_index(corpus: Corpus, pending: Mapping[str, Pending]) -> tantivy.Searcher | None:
-    """The pending documents' current states, as a small index in memory."""
-    documents = [entry.document for entry in pending.values() if entry.document is not None]
-    if not documents:
-        return None
-    recent = corpus.index()
-    writer = recent.writer(heap_size=_RECENT_HEAP, num_threads=1)
-    for document in documents:
-        writer.add_document(document)
-    writer.commit()
-    recent.reload()
-    return recent.searcher()
+class Recent:
+    """The in-memory index of the documents changed since the disk index's position, rebuilt whole at each
+    change (a few dozen documents). One writer serves for the process's life: a writer per rebuild started a
+    thread, and with it a memory arena, each time. Not for concurrent use (the index's lock orders its calls)."""
+
+    def __init__(self, corpus: Corpus) -> None:
+        self._index = corpus.index()
+        self._writer = self._index.writer(heap_size=_RECENT_HEAP, num_threads=1)
+
+    def holding(self, pending: Mapping[str, Pending]) -> tantivy.Searcher | None:
+        """A searcher of the pending documents' current states; None when none is present."""
+        documents = [entry.document for entry in pending.values() if entry.document is not None]
+        if not documents:
+            return None
+        self._writer.delete_all_documents()
+        for document in documents:
+            self._writer.add_document(document)
+        self._writer.commit()
+        self._index.reload()
+        return self._index.searcher()

@@ -17,7 +17,7 @@ from psycopg.rows import dict_row
 from rpc.core.types import Connection
 from rpc.search.build import build
 from rpc.search.corpus import Corpus
-from rpc.search.index import Pending, recent_index
+from rpc.search.index import Pending, Recent
 from rpc.search.slots import (
     IDENTITY_SQL,
     Generation,
@@ -109,7 +109,7 @@ async def _checked(
         for row in rows
         if row["_id"] is not None
     }
-    recent = recent_index(corpus, pending)
+    recent = Recent(corpus).holding(pending)
     view = View(now, index.schema, corpus.id_field, index.searcher(), position, recent, tuple(pending))
     expected = sum(row["count"] for row in census if row["indexed"])
     counted = view.count(tantivy.Query.all_query())

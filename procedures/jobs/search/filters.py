@@ -10,9 +10,10 @@ import tantivy
 from procedures.jobs.search.corpus import schema
 from procedures.jobs.search.text import fold
 
-# tantivy's regular expressions: every character with a meaning there, escaped so that typed text is literal.
+# tantivy's regular expressions (Rust's syntax): every meta character escaped, so typed text is literal; no other
+# character is escaped, since some escapes mean more (`\\<` is the start of a word).
 _SCHEMA = schema()
-_LITERAL = str.maketrans({char: f"\\{char}" for char in '\\.+*?()|[]{}^$#&-~"<>@ '})
+_LITERAL = str.maketrans({char: f"\\{char}" for char in "\\.+*?()|[]{}^$#&-~"})
 
 
 def contains(field: str, text: str) -> tantivy.Query:
