@@ -25,11 +25,24 @@ def _job(number: int) -> dict[str, int]:
 def test_an_endpoint_gets_its_limit_in_flight_and_the_rest_in_claim_order() -> None:
     lanes = Lanes(limit=2, hold_for=10)
     admitted = [lanes.admit("a", _job(n), now=0) for n in range(5)]
-    assert admitted == [True, True, False, False, False] and lanes.held == 3
-    assert lanes.admit("b", _job(9), now=0), "another endpoint is not held behind the busy one"
+    assert admitted == ["start", "start", "hold", "hold", "hold"] and lanes.held == 3
+    assert lanes.admit("b", _job(9), now=0) == "start", "another endpoint is not held behind the busy one"
     assert lanes.finished("a", now=0) == _job(2), "the next of the endpoint starts the moment one ends"
     assert lanes.finished("a", now=0) == _job(3)
     assert lanes.held == 1
+
+
+def test_a_lane_holds_a_bounded_number_and_says_how_many_more_it_takes() -> None:
+    """A steady but slow endpoint cannot fill the worker's room: beyond its limit in flight and what its lane holds,
+    its jobs go back to the queue, and the claim is told how many more each endpoint may take."""
+    lanes = Lanes(limit=2, hold_for=10, hold_at_most=3)
+    admitted = [lanes.admit("slow", _job(n), now=0) for n in range(7)]
+    assert admitted == ["start", "start", "hold", "hold", "hold", "release", "release"] and lanes.held == 3
+    assert lanes.room == 5 and lanes.rooms() == {"slow": 0} and not lanes.low("slow")
+    lanes.admit("fast", _job(10), now=0)
+    assert lanes.rooms() == {"slow": 0, "fast": 4}
+    assert lanes.finished("slow", now=0) == _job(2) and lanes.finished("slow", now=0) == _job(3)
+    assert lanes.rooms()["slow"] == 2 and lanes.low("slow"), "half of what it held is used: claim more of it"
 
 
 def test_the_jobs_of_an_endpoint_that_stopped_moving_go_back_to_the_queue() -> None:
@@ -87,3 +100,44 @@ async def _pending(pool: Pool) -> int:
         cursor = await conn.execute("SELECT count(*) AS n FROM webhook_deliveries WHERE status <> 'succeeded'")
         row = await cursor.fetchone()
     return int(row["n"]) if row else 0
+
+
+SLOW_BACKLOG = 200
+FAST_BACKLOG = 40
+
+
+def test_a_slow_endpoints_backlog_does_not_hold_a_fast_one_to_its_pace(databases: Databases) -> None:
+    """A receiver that answers every 200 ms with a backlog of 200 queued first, and one that answers at once with
+    40 queued after: one worker of 10 attempts delivers the fast endpoint's 40 long before the slow one's backlog
+    is through (it once filled the worker's room with the slow endpoint's held jobs, and the fast one waited for
+    all of them)."""
+    url = databases.copy()
+    settings = settings_for(url, WEBHOOK_PER_ENDPOINT="4", WEBHOOK_RETRY_WAITS="0,0.5,1,1,1")
+    admin = Admin(url, settings)
+    with Receiver(delay=0.2) as slow, Receiver() as fast:
+        emit(url, settings, subscribe(admin, slow), SLOW_BACKLOG)
+        emit(url, settings, subscribe(admin, fast), FAST_BACKLOG)
+
+        async def deliver_the_fast_ones() -> int:
+            async with open_pool(settings, url) as pool, Sender(None) as sender:
+                deliverer = Deliverer(settings, pool, sender, concurrency=10)
+                stopping = asyncio.Event()
+                running = asyncio.create_task(deliverer.run(stopping))
+                while fast.seen < FAST_BACKLOG:
+                    assert not running.done(), "the deliverer stopped"
+                    await asyncio.sleep(0.02)
+                slow_seen = slow.seen
+                stopping.set()
+                await running
+                return slow_seen
+
+        slow_seen = asyncio.run(deliver_the_fast_ones())
+        fast_keys = set(fast.keys)
+    print(f"\nthe fast endpoint's {FAST_BACKLOG} were delivered while the slow one received {slow_seen}")
+    assert len(fast_keys) == FAST_BACKLOG
+    assert slow_seen <= SLOW_BACKLOG // 2, "the fast endpoint did not wait for the slow one's backlog"
+    states = admin.sql("SELECT status, attempts, count(*) AS n FROM webhook_deliveries GROUP BY 1, 2 ORDER BY 1, 2")
+    queued = admin.sql("SELECT count(*) AS n FROM procrastinate_jobs WHERE queue_name = 'webhook_deliveries'")
+    pending = sum(row["n"] for row in states if row["status"] == "pending")
+    assert {(row["status"], row["attempts"]) for row in states} <= {("pending", 0), ("succeeded", 1)}, states
+    assert queued == [{"n": pending}], "the slow endpoint's rest waits in the queue, no attempt used"

@@ -16,7 +16,7 @@ what keeps the attempt count exact across crashes.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,8 @@ from psycopg.types.json import Jsonb
 
 from rpc.core.types import Connection
 from rpc.outbox.queue import DELIVERY_QUEUE
+
+SCAN_PER_CLAIM = 4  # due jobs locked and ranked per job claimed, so that one crowded endpoint's leave room for others'
 
 # The columns an attempt needs, from the claimed job's delivery, its event and its endpoint (LEFT JOINs: a
 # delivery whose endpoint was deleted since has no row any more, and its job is only to be finished).
@@ -36,17 +38,34 @@ LEFT JOIN webhook_deliveries AS d ON d.id = claimed.delivery_id
 LEFT JOIN events AS e ON e.id = d.event_id
 LEFT JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
 """
+# Due jobs in queue order, at most `room` of one endpoint (fewer for the endpoints in `lanes`, whose lanes in the
+# worker hold some already; none of those in `full`), so that no endpoint takes the worker's room from the others
+# (rpc/outbox/lanes.py). The jobs locked are bounded (`scan`); a full endpoint's are passed over by the filter, and
+# the worker claims while a lane is full only when a job is deferred or at its poll. A job whose delivery is gone
+# (its endpoint was deleted) has no endpoint and is claimed, to be finished.
 _CLAIM = (
     """
-WITH claimed AS (
+WITH candidate AS (
+    SELECT job.id, d.endpoint_id
+    FROM procrastinate_jobs AS job
+    LEFT JOIN webhook_deliveries AS d ON d.id = (job.args ->> 'delivery_id')::uuid
+    WHERE job.queue_name = %(queue)s AND job.status = 'todo' AND (job.scheduled_at IS NULL OR job.scheduled_at <= now())
+      AND (d.endpoint_id IS NULL OR d.endpoint_id <> ALL(%(full)s::uuid[]))
+    ORDER BY job.priority DESC, job.id
+    LIMIT %(scan)s
+    FOR UPDATE OF job SKIP LOCKED
+), due AS (
+    SELECT ranked.id FROM (
+        SELECT id, endpoint_id, row_number() OVER (PARTITION BY endpoint_id ORDER BY id) AS n FROM candidate
+    ) AS ranked
+    LEFT JOIN unnest(%(lanes)s::uuid[], %(rooms)s::integer[]) AS lane (endpoint_id, room)
+        ON lane.endpoint_id = ranked.endpoint_id
+    WHERE ranked.endpoint_id IS NULL OR ranked.n <= coalesce(lane.room, %(room)s)
+    ORDER BY ranked.id
+    LIMIT %(limit)s
+), claimed AS (
     UPDATE procrastinate_jobs AS job SET status = 'doing', worker_id = %(worker_id)s
-    FROM (
-        SELECT id FROM procrastinate_jobs
-        WHERE queue_name = %(queue)s AND status = 'todo' AND (scheduled_at IS NULL OR scheduled_at <= now())
-        ORDER BY priority DESC, id
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ) AS due
+    FROM due
     WHERE job.id = due.id
     RETURNING job.id, (job.args ->> 'delivery_id')::uuid AS delivery_id
 )
@@ -170,9 +189,27 @@ async def unregister(conn: Connection, worker_id: int) -> None:
     await conn.execute(_UNREGISTER, {"id": worker_id})
 
 
-async def claim(conn: Connection, worker_id: int | None, limit: int) -> list[dict[str, Any]]:
-    """Up to `limit` due delivery jobs, now held by `worker_id`, with what their attempts need."""
-    params = {"worker_id": worker_id, "queue": DELIVERY_QUEUE, "limit": limit}
+async def claim(
+    conn: Connection,
+    worker_id: int | None,
+    limit: int,
+    *,
+    room: int | None = None,
+    rooms: Mapping[str, int] | None = None,
+) -> list[dict[str, Any]]:
+    """Up to `limit` due delivery jobs, now held by `worker_id`, with what their attempts need: at most `room` of
+    one endpoint, or what `rooms` leaves to it."""
+    lanes = {endpoint: left for endpoint, left in (rooms or {}).items() if left > 0}
+    params = {
+        "worker_id": worker_id,
+        "queue": DELIVERY_QUEUE,
+        "limit": limit,
+        "scan": SCAN_PER_CLAIM * limit,
+        "room": limit if room is None else room,
+        "full": [endpoint for endpoint, left in (rooms or {}).items() if left <= 0],
+        "lanes": list(lanes),
+        "rooms": list(lanes.values()),
+    }
     return await (await conn.execute(_CLAIM, params)).fetchall()
 
 

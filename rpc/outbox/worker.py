@@ -38,7 +38,7 @@ from rpc.mail.postman import Postman, send_mail
 from rpc.ops.metrics import Metrics
 from rpc.outbox.claims import Outcome, Settlement, beat, claim, claim_delivery, register, settle, unregister
 from rpc.outbox.emit import Emitter
-from rpc.outbox.lanes import Lanes, Row
+from rpc.outbox.lanes import HELD_PER_LIMIT, Lanes, Row
 from rpc.outbox.periodic import Periodic
 from rpc.outbox.queue import DELIVERY_QUEUE, MAIL_TASK, QUEUE
 from rpc.outbox.sender import Sender, describe_failure
@@ -108,7 +108,11 @@ class Deliverer:
         self.pool = pool
         self._sender = sender
         self._sealer = Sealer(settings.secret_key)
-        self._lanes = Lanes(settings.webhook_per_endpoint)
+        # One endpoint may take at most half the room (in flight and held); the rest is left to the others.
+        per_endpoint = settings.webhook_per_endpoint
+        self._lanes = Lanes(
+            per_endpoint, hold_at_most=max(0, min(HELD_PER_LIMIT * per_endpoint, concurrency // 2 - per_endpoint))
+        )
         self._concurrency = concurrency
         self._batch = max(1, concurrency // 2)  # claim no fewer at once while the queue is full
         self._worker_id: int | None = None
@@ -116,8 +120,9 @@ class Deliverer:
         self._running: set[asyncio.Task[None]] = set()
         self._in_flight: set[str] = set()  # deliveries being attempted or held here
         self._unsettled = Settlement.empty()
-        self.released = 0  # jobs sent back to the queue unattempted (held too long, or at a stop)
+        self.released = 0  # jobs sent back to the queue unattempted (held too long, a full lane, or at a stop)
         self._slot_freed = asyncio.Event()
+        self._room_made = asyncio.Event()  # a lane used half of what it held: more of its jobs may be claimed
         self._to_settle = asyncio.Event()
         self.notified = asyncio.Event()  # a new job was deferred (set by the queue's notifications)
 
@@ -149,16 +154,18 @@ class Deliverer:
                 self.notified.clear()
                 try:
                     async with self.pool.connection() as conn:
-                        claimed = await claim(conn, self._worker_id, free)
+                        claimed = await claim(
+                            conn, self._worker_id, free, room=self._lanes.room, rooms=self._lanes.rooms()
+                        )
                 except psycopg.Error as exc:
                     log.warning("claiming delivery jobs failed, trying again in %g s: %s", poll, exc)
                     claimed = []
                 self._start(claimed)
                 if len(claimed) < free:
-                    # Nothing more is due: wait for a new job, a slot, a retry falling due or a stop, rather than
-                    # sweep the queue.
-                    self._slot_freed.clear()
-                    waits = (self._slot_freed.wait(), self.notified.wait(), stopping.wait())
+                    # Nothing more is due, or only for lanes that are full: wait for a new job, room in a lane, a
+                    # retry falling due or a stop, rather than sweep the queue.
+                    self._room_made.clear()
+                    waits = (self._room_made.wait(), self.notified.wait(), stopping.wait())
                     await _first(asyncio.sleep(poll), *waits)
         finally:
             self._release(self._lanes.drain())
@@ -205,8 +212,11 @@ class Deliverer:
                 unsettled.disabled.append((job_id, delivery_id))
             else:
                 self._in_flight.add(delivery_id)
-                if self._lanes.admit(row["endpoint_id"], row, now):
+                turn = self._lanes.admit(row["endpoint_id"], row, now)
+                if turn == "start":
                     self._launch(row)
+                elif turn == "release":
+                    self._release([row])
         if unsettled:
             self._to_settle.set()
 
@@ -268,6 +278,8 @@ class Deliverer:
             following = self._lanes.finished(row["endpoint_id"], time.monotonic())
             if following is not None:
                 self._launch(following)  # the endpoint's next job, the moment this one ended
+            if self._lanes.low(row["endpoint_id"]):
+                self._room_made.set()
         self._unsettled.outcomes.append(outcome)
         self._to_settle.set()
 
