@@ -22,6 +22,7 @@ SUBJECTS = {
     "account_exists": "You already have an account",
     "reset": "Reset your password",
     "invite": "You are invited to join a team on {product}",
+    "endpoint_disabled": "A webhook endpoint of your account was disabled",
 }  # never any text a user wrote (an account's or a person's name): a subject is where phishing text would go
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from rpc.core.types import Connection
+from rpc.outbox.emit import DISABLED
 from rpc.outbox.queue import DELIVERY_QUEUE
 
 SCAN_PER_CLAIM = 4  # due jobs locked and ranked per job claimed, so that one crowded endpoint's leave room for others'
@@ -111,9 +112,20 @@ WITH outcome AS (
     INSERT INTO webhook_attempts
         (delivery_id, number, started_at, duration_ms, status_code, error, response_excerpt, request_headers)
     SELECT delivery_id, number, started_at, duration_ms, status_code, error, excerpt, request_headers FROM recorded
+), failing AS (
+    -- The endpoints' clock of failures (rpc/outbox/disabling.py): started by a failed attempt, stopped by a
+    -- success; an endpoint's row is written only when its state turns.
+    UPDATE webhook_endpoints AS ep
+    SET failing_since = CASE WHEN turned.succeeded THEN NULL ELSE turned.first_failure END
+    FROM (
+        SELECT d.endpoint_id, bool_or(r.status_code = 200) AS succeeded, min(r.started_at) AS first_failure
+        FROM recorded AS r JOIN webhook_deliveries AS d ON d.id = r.delivery_id
+        GROUP BY d.endpoint_id
+    ) AS turned
+    WHERE ep.id = turned.endpoint_id AND (ep.failing_since IS NULL) <> turned.succeeded
 ), disabled AS (
     UPDATE webhook_deliveries
-    SET status = 'failed', last_error = 'the endpoint is disabled', next_attempt_at = NULL, updated_at = now()
+    SET status = 'failed', last_error = %(disabled_error)s, next_attempt_at = NULL, updated_at = now()
     WHERE id = ANY(%(disabled)s::uuid[]) AND status = 'pending'
 ), retried AS (
     UPDATE procrastinate_jobs AS job SET status = 'todo', worker_id = NULL, scheduled_at = recorded.next_attempt_at
@@ -238,6 +250,7 @@ async def settle(
         "headers": [Jsonb(o.headers) for o in outcomes],
         "next_attempts": [o.next_attempt_at for o in outcomes],
         "disabled": [delivery_id for _, delivery_id in settlement.disabled],
+        "disabled_error": DISABLED,
         "released": settlement.released_jobs,
         "released_until": released_until,
         "settled": [

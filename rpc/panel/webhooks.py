@@ -129,12 +129,13 @@ async def delete_endpoint(panel: Panel) -> Response:
 
 @page
 async def set_enabled(panel: Panel) -> Response:
-    """`POST /panel/webhooks/{id}/enabled` with `enabled` = `true` or `false`."""
+    """`POST /panel/webhooks/{id}/enabled` with `enabled` = `true` or `false`. Enabling an endpoint disabled for
+    failing restarts its clock of failures; its failed deliveries wait to be redelivered."""
     endpoint = await _get(panel)
     enabled = panel.field("enabled") == "true"
     async with panel.conn.transaction():
         await panel.services.webhooks.update(panel.conn, panel.account_id, endpoint.id, enabled=enabled)
-        await panel.audit("webhook.updated", endpoint.id)
+        await panel.audit("webhook.enabled" if enabled else "webhook.disabled", endpoint.id)
     notice = "endpoint_enabled" if enabled else "endpoint_disabled"
     return redirect(f"/panel/webhooks/{endpoint.id}?notice={notice}")
 
@@ -212,6 +213,7 @@ async def _endpoint(
         errors=errors or {},
         since=yesterday.strftime(SINCE_FORMAT) if since is None else since,
         overlap_hours=int(ROTATION_OVERLAP.total_seconds() // 3600),
+        disable_after_days=f"{panel.services.settings.webhook_disable_after_days:g}",
         overlapping=endpoint.overlap_until is not None and endpoint.overlap_until > dt.datetime.now(dt.UTC),
         notice=notice,
     )
