@@ -25,24 +25,27 @@ def _job(number: int) -> dict[str, int]:
 def test_an_endpoint_gets_its_limit_in_flight_and_the_rest_in_claim_order() -> None:
     lanes = Lanes(limit=2, hold_for=10)
     admitted = [lanes.admit("a", _job(n), now=0) for n in range(5)]
-    assert admitted == ["start", "start", "hold", "hold", "hold"] and lanes.held == 3
-    assert lanes.admit("b", _job(9), now=0) == "start", "another endpoint is not held behind the busy one"
+    assert admitted == [True, True, False, False, False] and lanes.held == 3
+    assert lanes.admit("b", _job(9), now=0), "another endpoint is not held behind the busy one"
     assert lanes.finished("a", now=0) == _job(2), "the next of the endpoint starts the moment one ends"
     assert lanes.finished("a", now=0) == _job(3)
     assert lanes.held == 1
 
 
-def test_a_lane_holds_a_bounded_number_and_says_how_many_more_it_takes() -> None:
-    """A steady but slow endpoint cannot fill the worker's room: beyond its limit in flight and what its lane holds,
-    its jobs go back to the queue, and the claim is told how many more each endpoint may take."""
-    lanes = Lanes(limit=2, hold_for=10, hold_at_most=3)
-    admitted = [lanes.admit("slow", _job(n), now=0) for n in range(7)]
-    assert admitted == ["start", "start", "hold", "hold", "hold", "release", "release"] and lanes.held == 3
-    assert lanes.room == 5 and lanes.rooms() == {"slow": 0} and not lanes.low("slow")
-    lanes.admit("fast", _job(10), now=0)
-    assert lanes.rooms() == {"slow": 0, "fast": 4}
-    assert lanes.finished("slow", now=0) == _job(2) and lanes.finished("slow", now=0) == _job(3)
-    assert lanes.rooms()["slow"] == 2 and lanes.low("slow"), "half of what it held is used: claim more of it"
+def test_a_lane_holds_what_its_endpoint_starts_within_hold_for_at_its_pace() -> None:
+    """A steady but slow endpoint cannot fill the worker's room: the claim is told that its lane may hold what it
+    will start within `hold_for` at the pace it answers (its limit until an attempt has ended), and a fast
+    endpoint's lane may hold up to the bound."""
+    lanes = Lanes(limit=2, hold_for=1.0, hold_at_most=50)
+    assert lanes.room == 4, "an endpoint without a lane: its limit, and as many held"
+    assert [lanes.admit("slow", _job(n), now=0) for n in range(4)] == [True, True, False, False]
+    assert lanes.rooms() == {"slow": 0} and not lanes.low("slow")
+    assert lanes.finished("slow", now=0.5, took=0.5) == _job(2)  # 2 at once, 0.5 s each: 4 a second
+    assert lanes.rooms() == {"slow": 3} and lanes.low("slow"), "it may hold the 4 it starts within a second"
+    lanes.admit("fast", _job(10), now=0.5)
+    lanes.admit("fast", _job(11), now=0.5)
+    assert lanes.finished("fast", now=0.501, took=0.001) is None
+    assert lanes.rooms()["fast"] == 51, "a fast endpoint may hold up to the bound: it empties the lane as fast"
 
 
 def test_the_jobs_of_an_endpoint_that_stopped_moving_go_back_to_the_queue() -> None:

@@ -26,8 +26,6 @@ from rpc.core.types import Connection
 from rpc.outbox.emit import DISABLED
 from rpc.outbox.queue import DELIVERY_QUEUE
 
-SCAN_PER_CLAIM = 4  # due jobs locked and ranked per job claimed, so that one crowded endpoint's leave room for others'
-
 # The columns an attempt needs, from the claimed job's delivery, its event and its endpoint (LEFT JOINs: a
 # delivery whose endpoint was deleted since has no row any more, and its job is only to be finished).
 _TARGET = """
@@ -40,10 +38,10 @@ LEFT JOIN events AS e ON e.id = d.event_id
 LEFT JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
 """
 # Due jobs in queue order, at most `room` of one endpoint (fewer for the endpoints in `lanes`, whose lanes in the
-# worker hold some already; none of those in `full`), so that no endpoint takes the worker's room from the others
-# (rpc/outbox/lanes.py). The jobs locked are bounded (`scan`); a full endpoint's are passed over by the filter, and
-# the worker claims while a lane is full only when a job is deferred or at its poll. A job whose delivery is gone
-# (its endpoint was deleted) has no endpoint and is claimed, to be finished.
+# worker hold some already; none of those in `full`, whose jobs are passed over), so that no endpoint takes the
+# worker's room from the others (rpc/outbox/lanes.py). An endpoint's jobs beyond its room stay in the queue, locked
+# by no one once the statement ends. A job whose delivery is gone (its endpoint was deleted) has no endpoint and is
+# claimed, to be finished.
 _CLAIM = (
     """
 WITH candidate AS (
@@ -53,7 +51,7 @@ WITH candidate AS (
     WHERE job.queue_name = %(queue)s AND job.status = 'todo' AND (job.scheduled_at IS NULL OR job.scheduled_at <= now())
       AND (d.endpoint_id IS NULL OR d.endpoint_id <> ALL(%(full)s::uuid[]))
     ORDER BY job.priority DESC, job.id
-    LIMIT %(scan)s
+    LIMIT %(limit)s
     FOR UPDATE OF job SKIP LOCKED
 ), due AS (
     SELECT ranked.id FROM (
@@ -62,8 +60,6 @@ WITH candidate AS (
     LEFT JOIN unnest(%(lanes)s::uuid[], %(rooms)s::integer[]) AS lane (endpoint_id, room)
         ON lane.endpoint_id = ranked.endpoint_id
     WHERE ranked.endpoint_id IS NULL OR ranked.n <= coalesce(lane.room, %(room)s)
-    ORDER BY ranked.id
-    LIMIT %(limit)s
 ), claimed AS (
     UPDATE procrastinate_jobs AS job SET status = 'doing', worker_id = %(worker_id)s
     FROM due
@@ -96,10 +92,10 @@ WITH outcome AS (
     SELECT * FROM unnest(
         %(job_ids)s::bigint[], %(delivery_ids)s::uuid[], %(statuses)s::text[], %(numbers)s::integer[],
         %(started_at)s::timestamptz[], %(durations)s::integer[], %(status_codes)s::integer[], %(errors)s::text[],
-        %(excerpts)s::text[], %(headers)s::jsonb[], %(next_attempts)s::timestamptz[]
+        %(excerpts)s::text[], %(headers)s::jsonb[], %(next_attempts)s::timestamptz[], %(endpoint_ids)s::uuid[]
     ) AS o (
         job_id, delivery_id, status, number, started_at, duration_ms, status_code, error, excerpt, request_headers,
-        next_attempt_at
+        next_attempt_at, endpoint_id
     )
 ), recorded AS (
     UPDATE webhook_deliveries AS d
@@ -118,9 +114,8 @@ WITH outcome AS (
     UPDATE webhook_endpoints AS ep
     SET failing_since = CASE WHEN turned.succeeded THEN NULL ELSE turned.first_failure END
     FROM (
-        SELECT d.endpoint_id, bool_or(r.status_code = 200) AS succeeded, min(r.started_at) AS first_failure
-        FROM recorded AS r JOIN webhook_deliveries AS d ON d.id = r.delivery_id
-        GROUP BY d.endpoint_id
+        SELECT endpoint_id, bool_or(status_code = 200) AS succeeded, min(started_at) AS first_failure
+        FROM recorded GROUP BY endpoint_id
     ) AS turned
     WHERE ep.id = turned.endpoint_id AND (ep.failing_since IS NULL) <> turned.succeeded
 ), disabled AS (
@@ -165,6 +160,7 @@ class Outcome:
     excerpt: str | None
     headers: dict[str, str]  # as sent, for the panel's delivery page: the signatures are no secret
     next_attempt_at: dt.datetime | None
+    endpoint_id: str  # whose clock of failures the attempt moves
 
 
 @dataclass(slots=True)
@@ -216,7 +212,6 @@ async def claim(
         "worker_id": worker_id,
         "queue": DELIVERY_QUEUE,
         "limit": limit,
-        "scan": SCAN_PER_CLAIM * limit,
         "room": limit if room is None else room,
         "full": [endpoint for endpoint, left in (rooms or {}).items() if left <= 0],
         "lanes": list(lanes),
@@ -249,6 +244,7 @@ async def settle(
         "excerpts": [o.excerpt for o in outcomes],
         "headers": [Jsonb(o.headers) for o in outcomes],
         "next_attempts": [o.next_attempt_at for o in outcomes],
+        "endpoint_ids": [o.endpoint_id for o in outcomes],
         "disabled": [delivery_id for _, delivery_id in settlement.disabled],
         "disabled_error": DISABLED,
         "released": settlement.released_jobs,

@@ -38,7 +38,7 @@ from rpc.mail.postman import Postman, send_mail
 from rpc.ops.metrics import Metrics
 from rpc.outbox.claims import Outcome, Settlement, beat, claim, claim_delivery, register, settle, unregister
 from rpc.outbox.emit import Emitter
-from rpc.outbox.lanes import HELD_PER_LIMIT, Lanes, Row
+from rpc.outbox.lanes import Lanes, Row
 from rpc.outbox.periodic import Periodic
 from rpc.outbox.queue import DELIVERY_QUEUE, MAIL_TASK, QUEUE
 from rpc.outbox.sender import Sender, describe_failure
@@ -108,19 +108,18 @@ class Deliverer:
         self.pool = pool
         self._sender = sender
         self._sealer = Sealer(settings.secret_key)
-        # One endpoint may take at most half the room (in flight and held); the rest is left to the others.
-        per_endpoint = settings.webhook_per_endpoint
-        self._lanes = Lanes(
-            per_endpoint, hold_at_most=max(0, min(HELD_PER_LIMIT * per_endpoint, concurrency // 2 - per_endpoint))
-        )
         self._concurrency = concurrency
-        self._batch = max(1, concurrency // 2)  # claim no fewer at once while the queue is full
+        self._batch = max(1, concurrency // 4)  # claim no fewer at once while the queue is full
+        # A lane holds what its endpoint starts within HOLD_FOR at its pace, and always leaves a batch's room to
+        # the other endpoints.
+        per_endpoint = settings.webhook_per_endpoint
+        self._lanes = Lanes(per_endpoint, hold_at_most=max(0, concurrency - per_endpoint - self._batch))
         self._worker_id: int | None = None
         self._stopped = False
         self._running: set[asyncio.Task[None]] = set()
         self._in_flight: set[str] = set()  # deliveries being attempted or held here
         self._unsettled = Settlement.empty()
-        self.released = 0  # jobs sent back to the queue unattempted (held too long, a full lane, or at a stop)
+        self.released = 0  # jobs sent back to the queue unattempted (held too long, or at a stop)
         self._slot_freed = asyncio.Event()
         self._room_made = asyncio.Event()  # a lane used half of what it held: more of its jobs may be claimed
         self._to_settle = asyncio.Event()
@@ -212,11 +211,8 @@ class Deliverer:
                 unsettled.disabled.append((job_id, delivery_id))
             else:
                 self._in_flight.add(delivery_id)
-                turn = self._lanes.admit(row["endpoint_id"], row, now)
-                if turn == "start":
+                if self._lanes.admit(row["endpoint_id"], row, now):
                     self._launch(row)
-                elif turn == "release":
-                    self._release([row])
         if unsettled:
             self._to_settle.set()
 
@@ -271,11 +267,13 @@ class Deliverer:
         }
 
     async def _attempt(self, row: Row) -> None:
+        began = time.monotonic()
         try:
             outcome = await self._post(row)
         finally:
             self._in_flight.discard(row["delivery_id"])
-            following = self._lanes.finished(row["endpoint_id"], time.monotonic())
+            now = time.monotonic()
+            following = self._lanes.finished(row["endpoint_id"], now, took=now - began)
             if following is not None:
                 self._launch(following)  # the endpoint's next job, the moment this one ended
             if self._lanes.low(row["endpoint_id"]):
@@ -318,7 +316,7 @@ class Deliverer:
         duration_ms = round((time.monotonic() - clock) * 1000)
         return Outcome(
             row["job_id"], row["delivery_id"], status, number, started_at, duration_ms, status_code, error, excerpt,
-            headers, retry_at,
+            headers, retry_at, row["endpoint_id"],
         )  # fmt: skip
 
     async def _settle_forever(self) -> None:
