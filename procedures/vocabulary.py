@@ -15,6 +15,7 @@ SCOPES = {
     "read:billing": "See your account's plan, subscriptions, payments and invoices.",
     "write:billing": "Subscribe your account to a plan, and cancel subscriptions.",
     "read:audit": "See your account's audit log: who created keys, changed webhooks, authorized apps, signed in.",
+    "read:events": "See your account's events (jobs, applications, billing) as its webhooks delivered them.",
 }
 
 # Candidates apply to jobs and keep a profile: no job writing and no billing for their applications.
