@@ -889,7 +889,7 @@ def test_redeliver_every_failed_delivery_since_a_time(
     assert answer.status_code == 400 and field_error(answer, "since")
     hook.answer(default=Reply(200))
     since = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
-    assert see_other(submit(browser, page, action, {"since": since})).endswith("notice=redelivered_many")
+    assert see_other(submit(browser, page, action, {"since": since})).endswith("notice=redelivered_many&queued=2")
     wait_for(admin, endpoint_id, ["failed", "failed", "succeeded", "succeeded"])
     assert see_other(submit(browser, page, action, {"since": since})).endswith("notice=nothing_to_redeliver")
 

@@ -27,7 +27,17 @@ from tests.receiver import Hook, Receiver, Reply
 from tests.smtp import SmtpServer, mailing_settings
 from tests.support import Admin, LiveServer, User, emitter_for, settings_for
 from tests.test_delivery import in_transaction
-from tests.test_panel import create_endpoint, open_page, see_other, send_test, signed_in, submit, text, wait_for
+from tests.test_panel import (
+    create_endpoint,
+    follow,
+    open_page,
+    see_other,
+    send_test,
+    signed_in,
+    submit,
+    text,
+    wait_for,
+)
 
 SHRUNK_DAYS = "0.000001"  # 86 ms: a failure settled before the disabling runs is older than that
 
@@ -106,7 +116,9 @@ def test_recover_after_the_receiver_came_back_delivers_each_failed_event_once(
     page = open_page(panel, f"/panel/webhooks/{endpoint_id}")
     since = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
     action = f"/panel/webhooks/{endpoint_id}/redeliver"
-    assert see_other(submit(panel, page, action, {"since": since})).endswith("notice=redelivered_many")
+    queued = submit(panel, page, action, {"since": since})
+    assert see_other(queued).endswith("notice=redelivered_many&queued=3")
+    assert "3 failed deliveries since that time were queued again." in text(follow(panel, queued)), "how many"
     assert see_other(submit(panel, page, action, {"since": since})).endswith("notice=nothing_to_redeliver")
     wait_for(admin, endpoint_id, ["failed"] * 3 + ["succeeded"] * 3)
     recovered = [r for r in hook.received() if r.status == 200]
@@ -202,7 +214,7 @@ def test_an_endpoint_failing_for_the_period_is_disabled_told_and_enabled_again(
     page = open_page(panel, f"/panel/webhooks/{endpoint_id}")
     since = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
     assert see_other(submit(panel, page, f"/panel/webhooks/{endpoint_id}/redeliver", {"since": since})).endswith(
-        "notice=redelivered_many"
+        "notice=redelivered_many&queued=3"
     )
     wait_for(admin, endpoint_id, ["failed"] * 3 + ["succeeded"] * 3)
     kept_event = admin.sql(
