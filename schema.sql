@@ -507,7 +507,10 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 );
 -- The panel's delivery log of one endpoint, newest first; "redeliver all failed since T".
 CREATE INDEX IF NOT EXISTS webhook_deliveries_endpoint_idx ON webhook_deliveries (endpoint_id, created_at DESC, id DESC);
-CREATE INDEX IF NOT EXISTS webhook_deliveries_event_idx ON webhook_deliveries (event_id);
+-- An event's deliveries (to one endpoint, later than one): "redelivered already?", asked per failed delivery
+-- when recovering thousands at once, must stay one index probe each.
+CREATE INDEX IF NOT EXISTS webhook_deliveries_event_endpoint_idx
+    ON webhook_deliveries (event_id, endpoint_id, created_at);
 
 CREATE TABLE IF NOT EXISTS webhook_attempts (
     id                bigint         GENERATED ALWAYS AS IDENTITY,

@@ -4,3 +4,5 @@
 ALTER TABLE webhook_endpoints ADD COLUMN IF NOT EXISTS failing_since timestamptz;
 ALTER TABLE webhook_endpoints ADD COLUMN IF NOT EXISTS disabled_at timestamptz(0);
 DROP INDEX IF EXISTS webhook_endpoints_account_idx;
+-- "Redelivered already?" now has an index of its own (event, endpoint, time), which covers this one.
+DROP INDEX IF EXISTS webhook_deliveries_event_idx;

@@ -45,17 +45,22 @@ LEFT JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
 _CLAIM = (
     """
 WITH candidate AS (
-    SELECT job.id, d.endpoint_id
+    -- In queue order through procrastinate's index, stopping at `limit`: the endpoint of a job is looked up only
+    -- to pass over a full lane's (and only when a lane is full), never joined before the order and the limit.
+    SELECT job.id, (job.args ->> 'delivery_id')::uuid AS delivery_id
     FROM procrastinate_jobs AS job
-    LEFT JOIN webhook_deliveries AS d ON d.id = (job.args ->> 'delivery_id')::uuid
     WHERE job.queue_name = %(queue)s AND job.status = 'todo' AND (job.scheduled_at IS NULL OR job.scheduled_at <= now())
-      AND (d.endpoint_id IS NULL OR d.endpoint_id <> ALL(%(full)s::uuid[]))
+      AND (cardinality(%(full)s::uuid[]) = 0 OR NOT EXISTS (
+          SELECT FROM webhook_deliveries AS d
+          WHERE d.id = (job.args ->> 'delivery_id')::uuid AND d.endpoint_id = ANY(%(full)s::uuid[])
+      ))
     ORDER BY job.priority DESC, job.id
     LIMIT %(limit)s
-    FOR UPDATE OF job SKIP LOCKED
+    FOR UPDATE SKIP LOCKED
 ), due AS (
     SELECT ranked.id FROM (
-        SELECT id, endpoint_id, row_number() OVER (PARTITION BY endpoint_id ORDER BY id) AS n FROM candidate
+        SELECT c.id, d.endpoint_id, row_number() OVER (PARTITION BY d.endpoint_id ORDER BY c.id) AS n
+        FROM candidate AS c LEFT JOIN webhook_deliveries AS d ON d.id = c.delivery_id
     ) AS ranked
     LEFT JOIN unnest(%(lanes)s::uuid[], %(rooms)s::integer[]) AS lane (endpoint_id, room)
         ON lane.endpoint_id = ranked.endpoint_id
