@@ -59,7 +59,8 @@ class Lanes:
         }
 
     def low(self, endpoint_id: str) -> bool:
-        """True when the endpoint's lane has started half of what it may hold: time to claim more of its jobs."""
+        """True when the endpoint's lane has started a quarter of what it may hold: time to claim more of its jobs
+        (early enough that the claim comes back before the lane runs dry)."""
         lane = self._lanes.get(endpoint_id)
         return lane is None or len(lane.waiting) * 4 <= self._holds(lane) * 3
 

@@ -121,7 +121,7 @@ class Deliverer:
         self._unsettled = Settlement.empty()
         self.released = 0  # jobs sent back to the queue unattempted (held too long, or at a stop)
         self._slot_freed = asyncio.Event()
-        self._room_made = asyncio.Event()  # a lane used half of what it held: more of its jobs may be claimed
+        self._room_made = asyncio.Event()  # a lane started most of what it held: more of its jobs may be claimed
         self._to_settle = asyncio.Event()
         self.notified = asyncio.Event()  # a new job was deferred (set by the queue's notifications)
 
