@@ -523,6 +523,8 @@ CREATE TABLE IF NOT EXISTS events (
     CONSTRAINT events_pkey PRIMARY KEY (id)
 );
 CREATE INDEX IF NOT EXISTS events_created_idx ON events (created_at DESC);
+-- events.list: an account's events (each belongs to every account in account_ids).
+CREATE INDEX IF NOT EXISTS events_account_ids_idx ON events USING gin (account_ids);
 -- Retention (rpc/privacy/retention.py): the oldest bodies still kept.
 CREATE INDEX IF NOT EXISTS events_body_kept_idx ON events (created_at) WHERE body <> ''::bytea;
 
@@ -544,13 +546,21 @@ CREATE TABLE IF NOT EXISTS webhook_endpoints (
     enabled                 boolean        NOT NULL DEFAULT true,
     created_at              timestamptz(0) NOT NULL DEFAULT now(),
     updated_at              timestamptz(0) NOT NULL DEFAULT now(),
+    -- When the attempts to it began to fail without a success since (NULL: its last attempt succeeded, or none
+    -- was made); past WEBHOOK_DISABLE_AFTER_DAYS it is disabled (rpc/outbox/disabling.py).
+    failing_since           timestamptz,
+    -- When it was disabled for failing (NULL: enabled, or disabled by its owner).
+    disabled_at             timestamptz(0),
     CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (id),
     CONSTRAINT webhook_endpoints_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
     CONSTRAINT webhook_endpoints_url_check CHECK (url ~ '^https?://' AND length(url) <= 2000),
     CONSTRAINT webhook_endpoints_overlap_check CHECK ((previous_secret_sealed IS NULL) = (overlap_until IS NULL))
 );
--- emit(): the enabled endpoints of the event's accounts that subscribed to its kind.
-CREATE INDEX IF NOT EXISTS webhook_endpoints_account_idx ON webhook_endpoints (account_id) WHERE enabled;
+-- emit(): the endpoints of the event's accounts that subscribed to its kind (a disabled one keeps the event as a
+-- failed delivery).
+CREATE INDEX IF NOT EXISTS webhook_endpoints_account_all_idx ON webhook_endpoints (account_id);
+-- The periodic disabling: the enabled endpoints that are failing.
+CREATE INDEX IF NOT EXISTS webhook_endpoints_failing_idx ON webhook_endpoints (failing_since) WHERE enabled;
 
 CREATE TABLE IF NOT EXISTS webhook_deliveries (
     id                uuid           NOT NULL DEFAULT gen_random_uuid(),
@@ -573,7 +583,10 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 );
 -- The panel's delivery log of one endpoint, newest first; "redeliver all failed since T".
 CREATE INDEX IF NOT EXISTS webhook_deliveries_endpoint_idx ON webhook_deliveries (endpoint_id, created_at DESC, id DESC);
-CREATE INDEX IF NOT EXISTS webhook_deliveries_event_idx ON webhook_deliveries (event_id);
+-- An event's deliveries (to one endpoint, later than one): "redelivered already?", asked per failed delivery
+-- when recovering thousands at once, must stay one index probe each.
+CREATE INDEX IF NOT EXISTS webhook_deliveries_event_endpoint_idx
+    ON webhook_deliveries (event_id, endpoint_id, created_at);
 
 CREATE TABLE IF NOT EXISTS webhook_attempts (
     id                bigint         GENERATED ALWAYS AS IDENTITY,

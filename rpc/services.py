@@ -31,8 +31,10 @@ from rpc.limits.ratelimit import RateLimiter, development_budgets
 from rpc.limits.throttle import Throttle, open_storage
 from rpc.mail.outbox import Mail
 from rpc.ops.metrics import Metrics
+from rpc.outbox import disabling
 from rpc.outbox.emit import Emitter, build_emitter
 from rpc.outbox.endpoints import Webhooks
+from rpc.outbox.periodic import Periodic
 from rpc.outbox.sender import Sender
 from rpc.outbox.ssrf import guard
 from rpc.outbox.worker import Deliverer, run_worker, worker_app
@@ -126,7 +128,7 @@ class Services:
             )
             if deliver:
                 sender = await stack.enter_async_context(Sender(guard(settings)))
-                app = worker_app(business.periodic)
+                app = worker_app(with_disabling(settings, business.periodic))
                 await app.open_async(pool)
                 deliverer = Deliverer(settings, pool, sender, metrics, concurrency=IN_PROCESS_CONCURRENCY)
                 worker = run_worker(app, deliverer, emitter, settings, signals=False)
@@ -156,10 +158,15 @@ def _throttle(settings: Settings, counters: Storage) -> Throttle:
     )
 
 
+def with_disabling(settings: Settings, periodic: Mapping[str, Periodic]) -> dict[str, Periodic]:
+    """The business's periodic work and the disabling of failing endpoints, with this deployment's period."""
+    return {**periodic, "disable_failing_endpoints": disabling.periodic(settings)}
+
+
 async def deliver_only(settings: Settings, database_url: str, business: Business, concurrency: int) -> None:
     """`bin/worker`: delivery and the periodic work alone, until SIGTERM; running attempts are drained first."""
     async with open_pool(settings, database_url) as pool, Sender(guard(settings)) as sender:
-        app = worker_app(business.periodic)
+        app = worker_app(with_disabling(settings, business.periodic))
         await app.open_async(pool)
         emitter = build_emitter(settings, business.vocabulary.event_kinds)
         deliverer = Deliverer(settings, pool, sender, concurrency=concurrency)

@@ -23,6 +23,7 @@ SUBJECTS = {
     "reset": "Reset your password",
     "invite": "You are invited to join a team on {product}",
     "application_received": "Your application was received",
+    "endpoint_disabled": "A webhook endpoint of your account was disabled",
 }  # never any text a user wrote (an account's or a person's name): a subject is where phishing text would go
 
 
