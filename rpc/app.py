@@ -102,6 +102,7 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
             *web.routes,
             *panel.routes,
             *business.panel_routes,
+            *business.routes,
             *panel.fallback,
             *payments.routes,
             *health.routes,

@@ -23,7 +23,7 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 def answer(view: View, search: Search) -> SearchPage:
     schema = view.schema
-    matches = every([*_filters(search, schema), _words(search, schema, "text")])
+    matches = matching(search, schema)
     rows: list[tuple[int, Hit]] = []
     wanted = search.per_page + 1  # one more than shown tells whether another page follows
     for tier, query in _tiers(search, schema, matches):
@@ -48,6 +48,12 @@ def answer(view: View, search: Search) -> SearchPage:
         next_cursor=following,
         facets=facets,
     )
+
+
+def matching(search: Search, schema: tantivy.Schema) -> tantivy.Query:
+    """Every job `search` finds, whatever its order and page: its words over all the text, and its filters. The
+    one definition of a match, also asked of each published job by the job alerts (`procedures.alerts`)."""
+    return every([*_filters(search, schema), _words(search, schema, "text")])
 
 
 def _tiers(search: Search, schema: tantivy.Schema, matches: tantivy.Query) -> list[tuple[int, tantivy.Query]]:

@@ -18,12 +18,15 @@ from rpc.search.corpus import Corpus
 @dataclass(frozen=True, slots=True)
 class Business:
     """The vocabulary, the payment providers by the path segment of their notification address, the periodic
-    work by name, the panel's pages of the business (routes under `/panel`), the probes, and the corpora."""
+    work by name, the panel's pages of the business (routes under `/panel`), its public pages, the probes, and the
+    corpora."""
 
     vocabulary: Vocabulary
     providers: Mapping[str, Provider] = field(default_factory=dict)
     periodic: Mapping[str, Periodic] = field(default_factory=dict)
     panel_routes: Sequence[BaseRoute] = ()
+    # Public pages of the business, outside the panel (no sign-in: the one-click unsubscribe of job alerts).
+    routes: Sequence[BaseRoute] = ()
     # Scalar queries procedures may consult cheaply (`@procedure(probes=...)`, `ctx.probe`), by name.
     probes: Mapping[str, str] = field(default_factory=dict)
     # Collections each server process keeps a search index of (`ctx.indexes[name]`), fed by their change logs.

@@ -1,0 +1,105 @@
+"""Mailing the alerts that are due: an instant alert `ALERT_INSTANT_SECONDS` after its first waiting match (so
+the jobs of that stretch share one message), a daily one `ALERT_DIGEST_SECONDS` after its last digest.
+
+At send time each waiting match is taken (`sent_at`), and only the jobs still published go in the message: a job
+closed meanwhile is never sent. A person who is erased, or whose address is not verified, is sent nothing; their
+matches are taken all the same, so nothing waits for them. Messages go through the durable mail queue, in this
+transaction, each with its jobs' pages and a one-click unsubscribe (RFC 8058).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from procedures.alerts.shapes import unsubscribe_token
+from rpc.core.types import Connection
+from rpc.mail.outbox import Letter, Mail
+from rpc.outbox.queue import Queue
+from rpc.settings import Settings
+
+KIND = "job_alert"
+SUBJECTS = {KIND: "{headline} for your job alert"}  # our words and a count only: never the person's own text
+MOST_ALERTS = 2_000  # mailed in one tick; the rest stay due for the next
+MOST_SHOWN = 50  # jobs listed in one message, newest first
+
+_DUE = """
+SELECT a.id::text AS id, a.q, a.location, a.company, a.employment_type, a.frequency, u.email,
+       u.email IS NOT NULL AND u.email_verified_at IS NOT NULL AND u.deleted_at IS NULL AS mailable
+FROM job_alerts AS a JOIN users AS u ON u.id = a.user_id
+WHERE a.due_at <= now()
+ORDER BY a.due_at
+LIMIT %(most)s
+FOR UPDATE OF a SKIP LOCKED
+"""
+_TAKE = """
+UPDATE job_alert_matches AS m SET sent_at = now()
+FROM jobs AS j
+WHERE m.alert_id = ANY(%(alerts)s::uuid[]) AND m.sent_at IS NULL AND j.id = m.job_id
+RETURNING m.alert_id::text AS alert_id, j.id::text AS id, j.title, j.company, j.location, j.published_at,
+          j.status = 'published' AS open
+"""
+_DONE = """
+UPDATE job_alerts
+SET due_at = NULL, last_sent_at = CASE WHEN id = ANY(%(mailed)s::uuid[]) THEN now() ELSE last_sent_at END
+WHERE id = ANY(%(alerts)s::uuid[])
+"""
+
+
+class Mailer:
+    def __init__(self, settings: Settings) -> None:
+        self._mail = Mail(settings, Queue(), SUBJECTS, ("procedures.alerts",))
+        self._public_url = settings.public_url
+        self._secret_key = settings.secret_key
+
+    async def send_due(self, conn: Connection) -> list[tuple[str, str, str]]:
+        """Mail every due alert (up to `MOST_ALERTS`); (frequency, alert id, job id) of each job mailed."""
+        due = await (await conn.execute(_DUE, {"most": MOST_ALERTS})).fetchall()
+        if not due:
+            return []
+        ids = [row["id"] for row in due]
+        taken: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+        for job in await (await conn.execute(_TAKE, {"alerts": ids})).fetchall():
+            if job["open"]:
+                taken[job["alert_id"]].append(job)
+        letters: list[Letter] = []
+        mailed: list[tuple[str, str, str]] = []
+        for alert in due:
+            jobs = sorted(taken.get(alert["id"], ()), key=lambda job: (job["published_at"], job["id"]), reverse=True)
+            if jobs and alert["mailable"]:
+                letters.append(self._letter(alert, jobs))
+                mailed.extend((alert["frequency"], alert["id"], job["id"]) for job in jobs)
+        await self._mail.send_many(conn, letters)
+        mailed_alerts = sorted({alert_id for _, alert_id, _ in mailed})
+        await conn.execute(_DONE, {"alerts": ids, "mailed": mailed_alerts})
+        return mailed
+
+    def _letter(self, alert: dict[str, Any], jobs: Sequence[dict[str, Any]]) -> Letter:
+        unsubscribe = f"{self._public_url}/alerts/unsubscribe/{unsubscribe_token(self._secret_key, alert['id'])}"
+        count = len(jobs)
+        headline = f"{count} new job" if count == 1 else f"{count} new jobs"
+        shown = [{**job, "url": f"{self._public_url}/jobs/{job['id']}"} for job in jobs[:MOST_SHOWN]]
+        context = {
+            "headline": headline,
+            "daily": alert["frequency"] == "daily",
+            "search": describe(alert),
+            "jobs": shown,
+            "more": count - len(shown),
+            "unsubscribe": unsubscribe,
+            "manage": f"{self._public_url}/panel/alerts",
+        }
+        headers = {"List-Unsubscribe": f"<{unsubscribe}>", "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}
+        return Letter(KIND, alert["email"], context, headers)
+
+
+def describe(alert: dict[str, Any]) -> str:
+    """The alert's search in a line: `python developer · in Berlin · at Globex · full_time`."""
+    parts = [f"“{alert['q']}”" if alert["q"] else "every job"]
+    if alert["location"]:
+        parts.append(f"in {alert['location']}")
+    if alert["company"]:
+        parts.append(f"at {alert['company']}")
+    if alert["employment_type"]:
+        parts.append(", ".join(alert["employment_type"]).replace("_", " "))
+    return " · ".join(parts)
