@@ -30,7 +30,7 @@ from procedures.search.text import analyzer, fold
 # PREFIX_CAP letters and checked in full on admission.
 PREFIX_CAP = 24
 
-Key = tuple[Typed | None, str | None, str | None, tuple[str, ...] | None]
+Key = tuple[Typed | None, str | None, str | None, frozenset[str] | None]
 
 _ANALYZER = analyzer()
 
@@ -71,37 +71,74 @@ class Job:
         return any(stem.startswith(prefix) for stem in self.stems)
 
 
+Filters = tuple[str | None, str | None, frozenset[str] | None]  # folded location and company, employment types
+
+
 @dataclass(slots=True)
 class Group:
     """The alerts that ask one search, and the search's own query (made when first asked)."""
 
     search: Search
     needs: tuple[Need, ...]  # one per alternative; empty when no word is needed
-    location: str | None
-    company: str | None
-    types: frozenset[str] | None
     alerts: list[str] = field(default_factory=list)
     query: tantivy.Query | None = None
 
-    def admits(self, job: Job) -> bool:
-        if self.types is not None and job.employment_type not in self.types:
-            return False
-        if self.location is not None and self.location not in job.location:
-            return False
-        if self.company is not None and self.company not in job.company:
-            return False
+    def met(self, job: Job) -> bool:
         return not self.needs or any(need.met(job) for need in self.needs)
 
 
-class AlertIndex:
-    """Every alert of a worker's knowledge, filed by anchor."""
+@dataclass(slots=True)
+class Shelf:
+    """The groups of one set of filters, filed by anchor; `filters` are their query's conditions besides the
+    words, made once for all of them (`procedures.search.from_index.filtering`)."""
 
-    def __init__(self) -> None:
+    location: str | None
+    company: str | None
+    types: frozenset[str] | None
+    by_stem: defaultdict[str, list[Group]] = field(default_factory=lambda: defaultdict(list))
+    by_prefix: defaultdict[str, list[Group]] = field(default_factory=lambda: defaultdict(list))
+    wordless: list[Group] = field(default_factory=list)
+    filters: list[tantivy.Query] | None = None
+
+    def admits(self, job: Job) -> bool:
+        return (
+            (self.types is None or job.employment_type in self.types)
+            and (self.location is None or self.location in job.location)
+            and (self.company is None or self.company in job.company)
+        )
+
+    def file(self, group: Group) -> None:
+        needs = group.needs
+        if not needs or any(not need.stems and not need.prefixes for need in needs):
+            self.wordless.append(group)
+            return
+        for need in needs:
+            if need.stems:
+                self.by_stem[max(need.stems, key=lambda stem: (len(stem), stem))].append(group)
+            else:
+                self.by_prefix[max(need.prefixes, key=len)[:PREFIX_CAP]].append(group)
+
+    def pools(self, job: Job) -> Iterator[list[Group]]:
+        yield self.wordless
+        for stem in job.stems:
+            if stem in self.by_stem:
+                yield self.by_stem[stem]
+        if self.by_prefix:
+            for prefix in job.prefixes:
+                if prefix in self.by_prefix:
+                    yield self.by_prefix[prefix]
+
+
+class AlertIndex:
+    """Every alert of a worker's knowledge: shelved by filters, filed by anchor."""
+
+    def __init__(self, earlier: AlertIndex | None = None) -> None:
+        """An empty index; the queries `earlier` made are taken up by the same searches here (a reload keeps
+        them: making one compiles automata)."""
         self._groups: dict[Key, Group] = {}
-        self._by_stem: defaultdict[str, list[Group]] = defaultdict(list)
-        self._by_prefix: defaultdict[str, list[Group]] = defaultdict(list)
-        self._wordless: list[Group] = []
+        self._shelves: dict[Filters, Shelf] = {}
         self._alerts: set[str] = set()
+        self._earlier = earlier
 
     def __len__(self) -> int:
         return len(self._alerts)
@@ -120,50 +157,46 @@ class AlertIndex:
         self._alerts.add(alert_id)
         if search.typed is not None and search.typed.empty:
             return  # stop words alone: matches nothing, as in jobs.search
-        key: Key = (
-            search.typed,
+        filters: Filters = (
             fold(search.location) if search.location is not None else None,
             fold(search.company) if search.company is not None else None,
-            tuple(search.employment_type) if search.employment_type else None,
+            frozenset(search.employment_type) if search.employment_type else None,
         )
+        key: Key = (search.typed, *filters)
         group = self._groups.get(key)
         if group is None:
-            group = self._file(key, search)
+            group = self._groups[key] = self._group(key, search)
+            shelf = self._shelves.get(filters)
+            if shelf is None:
+                shelf = self._shelves[filters] = Shelf(*filters)
+                if self._earlier is not None and filters in self._earlier._shelves:
+                    shelf.filters = self._earlier._shelves[filters].filters
+            shelf.file(group)
         group.alerts.append(alert_id)
 
-    def _file(self, key: Key, search: Search) -> Group:
-        typed, location, company, types = key
-        needs = tuple(_need(run) for run in typed.alternatives) if typed is not None else ()
-        group = Group(search, needs, location, company, frozenset(types) if types else None)
-        self._groups[key] = group
-        if not needs or any(not need.stems and not need.prefixes for need in needs):
-            self._wordless.append(group)
-            return group
-        for need in needs:
-            if need.stems:
-                self._by_stem[max(need.stems, key=lambda stem: (len(stem), stem))].append(group)
-            else:
-                self._by_prefix[max(need.prefixes, key=len)[:PREFIX_CAP]].append(group)
+    def _group(self, key: Key, search: Search) -> Group:
+        typed = search.typed
+        group = Group(search, tuple(_need(run) for run in typed.alternatives) if typed is not None else ())
+        if self._earlier is not None and key in self._earlier._groups:
+            group.query = self._earlier._groups[key].query
         return group
 
-    def candidates(self, job: Job) -> Iterator[Group]:
-        """The groups `job` may match, each once."""
-        seen: set[int] = set()
-        for pool in self._pools(job):
-            for group in pool:
-                if id(group) not in seen:
-                    seen.add(id(group))
-                    if group.admits(job):
-                        yield group
+    def settle(self) -> None:
+        """Every alert is filed: let go of the earlier index."""
+        self._earlier = None
 
-    def _pools(self, job: Job) -> Iterator[list[Group]]:
-        yield self._wordless
-        for stem in job.stems:
-            if stem in self._by_stem:
-                yield self._by_stem[stem]
-        for prefix in job.prefixes:
-            if prefix in self._by_prefix:
-                yield self._by_prefix[prefix]
+    def candidates(self, job: Job) -> Iterator[tuple[Shelf, Group]]:
+        """The groups `job` may match, each once, with their shelf."""
+        for shelf in self._shelves.values():
+            if not shelf.admits(job):
+                continue
+            seen: set[int] = set()
+            for pool in shelf.pools(job):
+                for group in pool:
+                    if id(group) not in seen:
+                        seen.add(id(group))
+                        if group.met(job):
+                            yield shelf, group
 
 
 def _need(run: tuple[Operand, ...]) -> Need:

@@ -27,6 +27,7 @@ from procedures.alerts.mailing import Mailer
 from procedures.alerts.matching import matches
 from procedures.alerts.shapes import AlertSettings, search_of
 from procedures.search.corpus import COLUMNS
+from procedures.search.request import Search
 from rpc.core.types import Connection
 from rpc.outbox.emit import Emitter
 from rpc.outbox.periodic import Periodic
@@ -159,8 +160,9 @@ class Matcher:
         """The alerts now: read whole now and then, and those created lately at every tick."""
         now = (await (await conn.execute(_NOW)).fetchone() or {})["now"]
         if self._alerts is None or self._lately is None or time.monotonic() - self._loaded_at > RELOAD_SECONDS:
-            alerts = AlertIndex()
+            alerts = AlertIndex(earlier=self._alerts)
             _file(alerts, await (await conn.execute(_ALERTS)).fetchall())
+            alerts.settle()
             self._alerts, self._loaded_at = alerts, time.monotonic()
             log.info("job alerts: %d alerts in %d searches", len(alerts), alerts.groups)
         else:
@@ -170,6 +172,13 @@ class Matcher:
 
 
 def _file(alerts: AlertIndex, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Each alert of `rows` filed, its parameters resolved once per distinct search (thousands share one)."""
+    resolved: dict[tuple[Any, ...], Search] = {}
     for row in rows:
         if row["id"] not in alerts:
-            alerts.add(row["id"], search_of(row))
+            types = row["employment_type"]
+            asked = (row["q"], row["location"], row["company"], tuple(types) if types else None)
+            search = resolved.get(asked)
+            if search is None:
+                search = resolved[asked] = search_of(row)
+            alerts.add(row["id"], search)

@@ -9,11 +9,13 @@ from typing import Any
 
 import msgspec
 
-from procedures.alerts.index import AlertIndex, Group, Job
+from procedures.alerts.index import AlertIndex, Group, Job, Shelf
 from procedures.search.corpus import JOBS
-from procedures.search.from_index import matching
+from procedures.search.from_index import filtering, matching
 
 _HEAP = 15_000_000  # tantivy's least per writer thread
+# The queries are made once per search, over this schema, and asked of each moment's index (of the same fields).
+_SCHEMA = JOBS.schema()
 
 
 class _Shown(msgspec.Struct):
@@ -28,10 +30,10 @@ def matches(alerts: AlertIndex, rows: Sequence[Mapping[str, Any]]) -> list[tuple
     `procedures.search.corpus.COLUMNS`) matches."""
     if not rows:
         return []
-    groups: dict[int, Group] = {}
+    groups: dict[int, tuple[Shelf, Group]] = {}
     for row in rows:
-        for group in alerts.candidates(Job.of(row)):
-            groups[id(group)] = group
+        for shelf, group in alerts.candidates(Job.of(row)):
+            groups[id(group)] = shelf, group
     if not groups:
         return []
     index = JOBS.index()
@@ -43,9 +45,11 @@ def matches(alerts: AlertIndex, rows: Sequence[Mapping[str, Any]]) -> list[tuple
     searcher = index.searcher()
     found: list[tuple[str, str]] = []
     job_ids: dict[Any, str] = {}
-    for group in groups.values():
+    for shelf, group in groups.values():
         if group.query is None:
-            group.query = matching(group.search, index.schema)
+            if shelf.filters is None:
+                shelf.filters = filtering(group.search, _SCHEMA)
+            group.query = matching(group.search, _SCHEMA, shelf.filters)
         for _, address in searcher.search(group.query, limit=len(rows)).hits:
             key = (address.segment_ord, address.doc)
             if key not in job_ids:
