@@ -79,6 +79,9 @@ class Figures(msgspec.Struct, kw_only=True):
     match_cpu_ms_per_publish: float
     match_cpu_ms_per_publish_p99_tick: float
     tick_cpu_ms_per_publish: float  # the whole tick: reading, matching, writing, composing and queueing mail
+    ticks: int
+    tick_wall_p50_s: float
+    tick_wall_max_s: float
     first_tick_s: float  # wall time of the first tick that matched: it reads and files every alert
     rss_mb: float
     instant_seconds: float
@@ -92,6 +95,7 @@ class Run:
     match_cpu: float = 0.0
     tick_cpu: float = 0.0
     per_tick: list[float] = field(default_factory=list)  # matching CPU per job, each tick that matched
+    walls: list[float] = field(default_factory=list)  # each tick's wall time
     matches: int = 0
     load_seconds: float = 0.0
 
@@ -197,6 +201,7 @@ async def tick_forever(url: str, matcher: Matcher, run: Run, stop: asyncio.Event
             async with conn.transaction():
                 tick = await matcher.tick(conn)
             committed = time.time()
+            run.walls.append(time.monotonic() - began)
             if not run.load_seconds and tick.jobs:
                 run.load_seconds = time.monotonic() - began
             run.tick_cpu += time.process_time() - cpu
@@ -246,6 +251,9 @@ async def measure(size: Size) -> Figures:
         match_cpu_ms_per_publish=round(1000 * run.match_cpu / published, 2),
         match_cpu_ms_per_publish_p99_tick=round(1000 * sorted(run.per_tick)[int(0.99 * (len(run.per_tick) - 1))], 2),
         tick_cpu_ms_per_publish=round(1000 * run.tick_cpu / published, 2),
+        ticks=len(run.walls),
+        tick_wall_p50_s=round(statistics.median(run.walls), 2),
+        tick_wall_max_s=round(max(run.walls), 2),
         first_tick_s=round(run.load_seconds, 2),
         rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         instant_seconds=matcher.settings.instant_seconds,

@@ -139,6 +139,8 @@ class AlertIndex:
         self._shelves: dict[Filters, Shelf] = {}
         self._alerts: set[str] = set()
         self._earlier = earlier
+        # The prefix queries of every group's query, shared (`procedures.search.syntax.Prefixes`).
+        self.prefixes: dict[str, tantivy.Query] = earlier.prefixes if earlier is not None else {}
 
     def __len__(self) -> int:
         return len(self._alerts)
