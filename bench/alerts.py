@@ -121,8 +121,9 @@ def alert_query(rng: random.Random) -> str | None:
 
 
 def alert_lines(rng: random.Random, count: int, people: Sequence[str]) -> Iterator[str]:
-    created = stamp(time.time() - 86_400)
+    """The alerts, created over the last day (so their digests fall due through the next one)."""
     for number in range(count):
+        created = stamp(time.time() - rng.uniform(60, 86_400))
         q = alert_query(rng)
         city = fold(rng.choice(LOCATIONS)) if q is None or rng.random() < 0.75 else None
         kind = rng.choice(TYPES) if rng.random() < 0.3 else None

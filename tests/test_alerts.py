@@ -143,22 +143,28 @@ def test_the_jobs_of_one_moment_share_one_mail(
     assert len(smtp.inbox.to(person.email)) == 1
 
 
+_WAIT = """
+SELECT d.due_at - a.created_at AS wait FROM job_alert_due AS d JOIN job_alerts AS a ON a.id = d.alert_id
+WHERE a.id = %(a)s
+"""
+
+
 def test_a_daily_digest_waits_and_never_sends_a_closed_job(
     call: Call, admin: Admin, smtp: SmtpServer, employer: User, person: User
 ) -> None:
     mine = alert(call, person, q="wombat", frequency="daily")
     kept, closed = publish(call, employer, title="Wombat Walker"), publish(call, employer, title="Wombat Washer")
     matched(admin, mine["id"], 2, taken=False)
-    row = admin.sql("SELECT due_at - created_at AS wait FROM job_alerts WHERE id = %(a)s", {"a": mine["id"]})[0]
+    row = admin.sql(_WAIT, {"a": mine["id"]})[0]
     assert row["wait"].total_seconds() == pytest.approx(DIGEST_SECONDS, abs=1), "ALERT_DIGEST_SECONDS apart"
     assert mails_to(admin, person.email) == 0, "nothing before the digest is due"
     ok(call("jobs.close", employer, id=closed))
-    admin.sql("UPDATE job_alerts SET due_at = now() WHERE id = %(a)s", {"a": mine["id"]})  # a day later
+    admin.sql("UPDATE job_alert_due SET due_at = now() WHERE alert_id = %(a)s", {"a": mine["id"]})  # a day later
     mail = smtp.inbox.wait_for(person.email)
     assert links(mail) == {f"{PUBLIC_URL}/jobs/{kept}"}, "the closed job is left out"
     assert "daily digest" in mail.text
     matched(admin, mine["id"], 2, taken=True)
-    assert admin.sql("SELECT due_at FROM job_alerts WHERE id = %(a)s", {"a": mine["id"]})[0]["due_at"] is None
+    assert admin.sql("SELECT * FROM job_alert_due WHERE alert_id = %(a)s", {"a": mine["id"]}) == [], "not due"
 
 
 def test_unverified_and_erased_people_are_sent_nothing(

@@ -27,11 +27,10 @@ MOST_SHOWN = 50  # jobs listed in one message, newest first
 _DUE = """
 SELECT a.id::text AS id, a.q, a.location, a.company, a.employment_type, a.frequency, u.email,
        u.email IS NOT NULL AND u.email_verified_at IS NOT NULL AND u.deleted_at IS NULL AS mailable
-FROM job_alerts AS a JOIN users AS u ON u.id = a.user_id
-WHERE a.due_at <= now()
-ORDER BY a.due_at
+FROM job_alert_due AS d JOIN job_alerts AS a ON a.id = d.alert_id JOIN users AS u ON u.id = a.user_id
+WHERE d.frequency = %(frequency)s AND d.due_at <= now()
+ORDER BY d.due_at
 LIMIT %(most)s
-FOR UPDATE OF a SKIP LOCKED
 """
 _TAKE = """
 UPDATE job_alert_matches AS m SET sent_at = now()
@@ -41,9 +40,8 @@ RETURNING m.alert_id::text AS alert_id, j.id::text AS id, j.title, j.company, j.
           j.status = 'published' AS open
 """
 _DONE = """
-UPDATE job_alerts
-SET due_at = NULL, last_sent_at = CASE WHEN id = ANY(%(mailed)s::uuid[]) THEN now() ELSE last_sent_at END
-WHERE id = ANY(%(alerts)s::uuid[])
+WITH done AS (DELETE FROM job_alert_due WHERE alert_id = ANY(%(alerts)s::uuid[]))
+UPDATE job_alerts SET last_sent_at = now() WHERE id = ANY(%(digests)s::uuid[])
 """
 
 
@@ -54,8 +52,12 @@ class Mailer:
         self._secret_key = settings.secret_key
 
     async def send_due(self, conn: Connection) -> list[tuple[str, str, str]]:
-        """Mail every due alert (up to `MOST_ALERTS`); (frequency, alert id, job id) of each job mailed."""
-        due = await (await conn.execute(_DUE, {"most": MOST_ALERTS})).fetchall()
+        """Mail every due alert (up to `MOST_ALERTS`, instant ones first: a digest can wait a second, an instant
+        alert has its minute); (frequency, alert id, job id) of each job mailed."""
+        due = await (await conn.execute(_DUE, {"frequency": "instant", "most": MOST_ALERTS})).fetchall()
+        if len(due) < MOST_ALERTS:
+            values = {"frequency": "daily", "most": MOST_ALERTS - len(due)}
+            due += await (await conn.execute(_DUE, values)).fetchall()
         if not due:
             return []
         ids = [row["id"] for row in due]
@@ -71,8 +73,8 @@ class Mailer:
                 letters.append(self._letter(alert, jobs))
                 mailed.extend((alert["frequency"], alert["id"], job["id"]) for job in jobs)
         await self._mail.send_many(conn, letters)
-        mailed_alerts = sorted({alert_id for _, alert_id, _ in mailed})
-        await conn.execute(_DONE, {"alerts": ids, "mailed": mailed_alerts})
+        digests = sorted({alert_id for frequency, alert_id, _ in mailed if frequency == "daily"})
+        await conn.execute(_DONE, {"alerts": ids, "digests": digests})
         return mailed
 
     def _letter(self, alert: dict[str, Any], jobs: Sequence[dict[str, Any]]) -> Letter:

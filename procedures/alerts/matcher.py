@@ -1,11 +1,14 @@
 """Matching publishes against the alerts, driven by the durable side: the log of changes to the published set.
 
-Every second one worker (the one that takes the cursor row's lock) reads the jobs published since the version the
-cursor holds, matches them against the alerts, writes each (alert, job) once and moves the cursor, all in one
-transaction: a publish committed is matched exactly once, whichever process dies when. Then it mails what is due
-(`procedures.alerts.mailing`). Should the log no longer reach back to the cursor (trimmed while no worker ran),
-the jobs published since the cursor's time are matched instead; the key of `job_alert_matches` keeps each
-(alert, job) to one row whatever is matched twice.
+Every second one worker (the one that takes the cursor row's lock; the others skip the tick) reads the jobs
+published since the version the cursor holds, matches them against the alerts, writes each (alert, job) once and
+moves the cursor, all in one transaction: a publish committed is matched exactly once, whichever process dies
+when. Then, still holding the lock, it mails what is due (`procedures.alerts.mailing`): matching and mailing never
+run at once, so a match is never written beside a mail that has just taken the alert's others.
+
+Should the log no longer reach back to the cursor (trimmed while no worker ran), the jobs published since the
+cursor's time are matched instead; the key of `job_alert_matches` keeps each (alert, job) to one row whatever is
+matched twice.
 
 Each worker keeps the alerts as an index in memory (`procedures.alerts.index`): read whole at its first tick and
 every `RELOAD_SECONDS` after (forgetting deleted alerts), and the alerts created lately at every tick. A deleted
@@ -36,7 +39,7 @@ from rpc.settings import Settings
 log = logging.getLogger(__name__)
 
 RELOAD_SECONDS = 300.0
-MOST_VERSIONS = 2_000  # versions of the published set matched in one transaction
+MOST_VERSIONS = 400  # versions of the published set matched in one tick: a worker behind catches up in steps
 _LATELY = dt.timedelta(minutes=1)  # alerts read again at each tick: longer than any creating transaction
 _MARGIN = "10 minutes"  # publishes matched again when the log no longer reaches back
 
@@ -77,12 +80,13 @@ WITH found AS (
     ON CONFLICT ON CONSTRAINT job_alert_matches_pkey DO NOTHING
     RETURNING alert_id
 )
-UPDATE job_alerts AS a
-SET due_at = CASE a.frequency
+INSERT INTO job_alert_due (alert_id, frequency, due_at)
+SELECT a.id, a.frequency, CASE a.frequency
     WHEN 'instant' THEN now() + make_interval(secs => %(instant)s)
     ELSE greatest(now(), coalesce(a.last_sent_at, a.created_at) + make_interval(secs => %(digest)s))
 END
-WHERE a.id IN (SELECT alert_id FROM found) AND a.due_at IS NULL
+FROM job_alerts AS a WHERE a.id IN (SELECT alert_id FROM found)
+ON CONFLICT ON CONSTRAINT job_alert_due_pkey DO NOTHING
 """
 
 
@@ -117,14 +121,14 @@ class Matcher:
     async def tick(self, conn: Connection) -> Tick:
         """Match what was published since the cursor, then mail what is due; in the caller's transaction."""
         async with self._lock:
-            jobs, matched, cpu = await self._match(conn)
+            cursor = await (await conn.execute(_CURSOR)).fetchone()
+            if cursor is None:
+                return Tick(0, 0, 0.0, [])  # another worker is ticking: one at a time matches and mails
+            jobs, matched, cpu = await self._match(conn, cursor)
             mailed = await self.mailer.send_due(conn)
             return Tick(jobs, matched, cpu, mailed)
 
-    async def _match(self, conn: Connection) -> tuple[int, int, float]:
-        cursor = await (await conn.execute(_CURSOR)).fetchone()
-        if cursor is None:
-            return 0, 0, 0.0  # another worker holds it
+    async def _match(self, conn: Connection, cursor: Mapping[str, Any]) -> tuple[int, int, float]:
         since = cursor["version"]
         rows = await (await conn.execute(_PUBLISHED, {"since": since, "most": MOST_VERSIONS})).fetchall()
         position, logged = rows[0]["_position"], rows[0]["_logged"]
