@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import random
 import resource
 import secrets
@@ -27,6 +28,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import psycopg
@@ -85,6 +87,7 @@ class Figures(msgspec.Struct, kw_only=True):
     first_tick_s: float  # wall time of the first tick that matched: it reads and files every alert
     rss_mb: float
     instant_seconds: float
+    workers: int  # processes ticking: the matching one and the others, which mail
 
 
 @dataclass(slots=True)
@@ -217,7 +220,32 @@ async def tick_forever(url: str, matcher: Matcher, run: Run, stop: asyncio.Event
             await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
 
 
-async def measure(size: Size) -> Figures:
+async def mail_forever(url: str, settings: Settings, stop: Any, out: Any) -> None:
+    """Another worker's tick: the same work, taking turns with the first at matching (the cursor's lock) and
+    sharing the mail; what it matched and mailed goes back through `out`."""
+    mailed: list[tuple[str, str, float]] = []
+    matched = jobs = 0
+    cpu = 0.0
+    matcher = Matcher(settings)
+    async with await psycopg.AsyncConnection.connect(url, row_factory=dict_row) as conn:
+        while not stop.is_set():
+            began = time.monotonic()
+            async with conn.transaction():
+                tick = await matcher.tick(conn)
+            committed = time.time()
+            matched, jobs, cpu = matched + tick.matched, jobs + tick.jobs, cpu + tick.cpu
+            mailed += [
+                (alert_id, job_id, committed) for frequency, alert_id, job_id in tick.mailed if frequency == "instant"
+            ]
+            await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
+    out.put((mailed, matched, jobs, cpu))
+
+
+def mailer_process(url: str, settings: Settings, stop: Any, out: Any) -> None:
+    asyncio.run(mail_forever(url, settings, stop, out))
+
+
+async def measure(size: Size, mailers: int) -> Figures:
     rng = random.Random(27)  # noqa: S311 - the same alerts and jobs every run
     with private_database(server_dsn()) as url, tempfile.TemporaryDirectory() as data:
         settings = Settings.from_env(
@@ -228,12 +256,27 @@ async def measure(size: Size) -> Figures:
         matcher = Matcher(settings)
         run = Run()
         stop = asyncio.Event()
+        context = multiprocessing.get_context("spawn")
+        stopping, out = context.Event(), context.Queue()
+        others = [context.Process(target=mailer_process, args=(url, settings, stopping, out)) for _ in range(mailers)]
+        for other in others:
+            other.start()
         ticking = asyncio.create_task(tick_forever(url, matcher, run, stop))
         await publish(url, drafts, run)
         # The instant alerts of the last publishes fall due ALERT_INSTANT_SECONDS later.
         await asyncio.sleep(matcher.settings.instant_seconds + 3)
         stop.set()
+        stopping.set()
         await ticking
+        for _ in others:
+            mailed, matched, _jobs, cpu = out.get()
+            run.matches += matched
+            run.match_cpu += cpu
+            for alert_id, job_id, committed in mailed:
+                run.latencies.append(committed - run.published_at[job_id])
+                run.mails.add((alert_id, committed))
+        for other in others:
+            other.join()
         async with await psycopg.AsyncConnection.connect(url, row_factory=dict_row) as conn:
             groups = (await (await conn.execute(_SEARCHES)).fetchone() or {"n": 0})["n"]
     latencies = sorted(run.latencies)
@@ -258,6 +301,7 @@ async def measure(size: Size) -> Figures:
         first_tick_s=round(run.load_seconds, 2),
         rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         instant_seconds=matcher.settings.instant_seconds,
+        workers=1 + mailers,
     )
 
 
@@ -270,8 +314,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.alerts", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="5,000 alerts, 10 seconds of publishing")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE")
+    parser.add_argument("--mailers", type=int, default=1, help="other worker processes ticking (default 1)")
     args = parser.parse_args(argv)
-    figures = asyncio.run(measure(QUICK if args.quick else FULL))
+    figures = asyncio.run(measure(QUICK if args.quick else FULL, args.mailers))
     encoded = msgspec.json.format(msgspec.json.encode(figures))
     print(encoded.decode())
     if args.json is not None:

@@ -31,6 +31,7 @@ FROM job_alert_due AS d JOIN job_alerts AS a ON a.id = d.alert_id JOIN users AS 
 WHERE d.frequency = %(frequency)s AND d.due_at <= now()
 ORDER BY d.due_at
 LIMIT %(most)s
+FOR UPDATE OF d SKIP LOCKED
 """
 _TAKE = """
 UPDATE job_alert_matches AS m SET sent_at = now()

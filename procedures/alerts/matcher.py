@@ -1,10 +1,10 @@
 """Matching publishes against the alerts, driven by the durable side: the log of changes to the published set.
 
-Every second one worker (the one that takes the cursor row's lock; the others skip the tick) reads the jobs
-published since the version the cursor holds, matches them against the alerts, writes each (alert, job) once and
-moves the cursor, all in one transaction: a publish committed is matched exactly once, whichever process dies
-when. Then, still holding the lock, it mails what is due (`procedures.alerts.mailing`): matching and mailing never
-run at once, so a match is never written beside a mail that has just taken the alert's others.
+Every second one worker (the one that takes the cursor row's lock; the others skip) reads the jobs published
+since the version the cursor holds, matches them against the alerts, writes each (alert, job) once and moves the
+cursor, all in one transaction: a publish committed is matched exactly once, whichever process dies when. Then
+every worker mails its share of what is due (`procedures.alerts.mailing`: due alerts taken `SKIP LOCKED`); the
+due row a match writes waits for a mail holding it, so no match is left without its alert due.
 
 Should the log no longer reach back to the cursor (trimmed while no worker ran), the jobs published since the
 cursor's time are matched instead; the key of `job_alert_matches` keeps each (alert, job) to one row whatever is
@@ -86,8 +86,8 @@ SELECT a.id, a.frequency, CASE a.frequency
     ELSE greatest(now(), coalesce(a.last_sent_at, a.created_at) + make_interval(secs => %(digest)s))
 END
 FROM job_alerts AS a WHERE a.id IN (SELECT alert_id FROM found)
-ON CONFLICT ON CONSTRAINT job_alert_due_pkey DO NOTHING
-"""
+ON CONFLICT ON CONSTRAINT job_alert_due_pkey DO UPDATE SET due_at = job_alert_due.due_at
+"""  # DO UPDATE, not NOTHING: it waits for a mail holding the row, and writes it anew if that mail deleted it
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +122,7 @@ class Matcher:
         """Match what was published since the cursor, then mail what is due; in the caller's transaction."""
         async with self._lock:
             cursor = await (await conn.execute(_CURSOR)).fetchone()
-            if cursor is None:
-                return Tick(0, 0, 0.0, [])  # another worker is ticking: one at a time matches and mails
-            jobs, matched, cpu = await self._match(conn, cursor)
+            jobs, matched, cpu = await self._match(conn, cursor) if cursor is not None else (0, 0, 0.0)
             mailed = await self.mailer.send_due(conn)
             return Tick(jobs, matched, cpu, mailed)
 
