@@ -15,6 +15,7 @@ import pytest
 
 from procedures.alerts.shapes import AlertSettings
 from tests.browser import Browser, form, location, text
+from tests.conftest import Databases
 from tests.smtp import Received, SmtpServer, mailing_settings
 from tests.support import Admin, LiveServer, User, ok, refused
 
@@ -283,3 +284,26 @@ def test_a_token_is_unguessable_and_only_its_hash_is_kept(call: Call, person: Us
     row = admin.sql("SELECT unsubscribe_hash FROM job_alerts WHERE id = %(a)s", {"a": mine["id"]})[0]
     assert len(bytes(row["unsubscribe_hash"])) == 32
     assert str(uuid.UUID(mine["id"])) == mine["id"]
+
+
+def test_a_publish_committed_while_no_worker_runs_is_mailed_when_one_starts(
+    databases: Databases, smtp: SmtpServer, tmp_path: Path
+) -> None:
+    """Matching is driven by the log of publishes, not by the process that published: a process that dies right
+    after a publish commits loses nothing."""
+    url = databases.copy()
+    settings = mailing_settings(url, smtp, tmp_path, PUBLIC_URL=PUBLIC_URL, ALERT_INSTANT_SECONDS="0")
+    admin = Admin(url, settings)
+    person, employer = admin.user("candidate"), admin.user("employer")
+    with LiveServer(settings) as live, live.client() as http:
+        made = http.post("/v1/alerts.create", json={"q": "axolotl", "frequency": "instant"}, headers=person.auth)
+        assert made.status_code == 200, made.text
+    job = admin.sql(
+        """INSERT INTO jobs (account_id, title, company, location, status, published_at)
+           VALUES (%(a)s, 'Axolotl Keeper', 'Globex', 'Berlin', 'published', now()) RETURNING id::text AS id""",
+        {"a": employer.account_id},
+    )[0]["id"]
+    assert smtp.inbox.to(person.email) == []
+    with LiveServer(settings):
+        mail = smtp.inbox.wait_for(person.email)
+    assert links(mail) == {f"{PUBLIC_URL}/jobs/{job}"}

@@ -21,7 +21,7 @@ from rpc.settings import Settings
 
 KIND = "job_alert"
 SUBJECTS = {KIND: "{headline} for your job alert"}  # our words and a count only: never the person's own text
-MOST_ALERTS = 2_000  # mailed in one tick; the rest stay due for the next
+MOST_ALERTS = 250  # mailed in one tick by one worker (its locks held meanwhile); the rest wait for the next
 MOST_SHOWN = 50  # jobs listed in one message, newest first
 
 _DUE = """
