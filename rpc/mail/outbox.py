@@ -10,7 +10,7 @@ from typing import Any
 
 from rpc.core.crypto import Sealer
 from rpc.core.types import Connection
-from rpc.mail.compose import Composer
+from rpc.mail.compose import WIRE, Composer
 from rpc.outbox.queue import MAIL_TASK, Queue
 from rpc.settings import Settings
 
@@ -50,7 +50,7 @@ class Mail:
         rows = []
         for letter in letters:
             message = self.composer.compose(letter.kind, letter.recipient, letter.headers, **letter.context)
-            sealed = self._sealer.seal(message.as_bytes(), MAIL_SEAL_PURPOSE)
+            sealed = self._sealer.seal(message.as_bytes(policy=WIRE), MAIL_SEAL_PURPOSE)
             rows.append({"kind": letter.kind, "recipient": letter.recipient, "sealed": sealed})
         cursor = await conn.execute(
             _INSERT_MANY,
