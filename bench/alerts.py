@@ -75,6 +75,7 @@ class Figures(msgspec.Struct, kw_only=True):
     matches_per_publish: float
     instant_mails: int
     instant_jobs_mailed: int
+    instant_jobs_waiting: int  # matched, never mailed by the end: must be 0 for the latencies to be all of them
     latency_p50_s: float | None
     latency_p99_s: float | None
     latency_max_s: float | None
@@ -279,6 +280,7 @@ async def measure(size: Size, mailers: int) -> Figures:
             other.join()
         async with await psycopg.AsyncConnection.connect(url, row_factory=dict_row) as conn:
             groups = (await (await conn.execute(_SEARCHES)).fetchone() or {"n": 0})["n"]
+            waiting = (await (await conn.execute(_WAITING)).fetchone() or {"n": 0})["n"]
     latencies = sorted(run.latencies)
     published = len(run.published_at)
     return Figures(
@@ -289,6 +291,7 @@ async def measure(size: Size, mailers: int) -> Figures:
         matches_per_publish=round(run.matches / published, 1),
         instant_mails=len(run.mails),
         instant_jobs_mailed=len(latencies),
+        instant_jobs_waiting=int(waiting),
         latency_p50_s=round(statistics.median(latencies), 2) if latencies else None,
         latency_p99_s=round(latencies[int(0.99 * (len(latencies) - 1))], 2) if latencies else None,
         latency_max_s=round(latencies[-1], 2) if latencies else None,
@@ -305,6 +308,11 @@ async def measure(size: Size, mailers: int) -> Figures:
     )
 
 
+# Instant matches not mailed when the bench stops (their latency is not among the figures: it must be none).
+_WAITING = """
+SELECT count(*) AS n FROM job_alert_matches AS m JOIN job_alerts AS a ON a.id = m.alert_id
+WHERE a.frequency = 'instant' AND m.sent_at IS NULL
+"""
 _SEARCHES = """
 SELECT count(*) AS n FROM (SELECT DISTINCT q, lower(location), lower(company), employment_type FROM job_alerts) AS s
 """
