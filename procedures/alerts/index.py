@@ -3,12 +3,15 @@ percolator's problem: one document against many saved queries).
 
 - Alerts asking the same search (the same parsed words, folded location and company, employment types) form
   one `Group`, matched once for all of them: popular searches are held by thousands of people.
-- Each alternative of a group's words (`python or rust`) needs some stems of the job, and some stems beginning
-  with a typed prefix (`pyth`). The group is filed under one of them, its anchor: the longest stem needed (long
-  stems are the rarer), else the longest prefix. A job looks up its own stems, and every beginning of them, and
-  finds only the groups anchored there; groups that need no word (no `q`, or exclusions alone) are kept apart.
-- A candidate is admitted when the job holds every stem and prefix one alternative needs and passes its
-  filters. That is a necessary condition only: whether it matches is decided by `jobs.search`'s own query
+- Groups are shelved by their filters (`Shelf`): a job looks only at the shelves whose location, company and
+  types it passes, and a shelf's filter conditions are made once for all its groups.
+- Within a shelf, each alternative of a group's words (`python or rust`) needs some stems of the job, and some
+  stems beginning with a typed prefix (`pyth`). The group is filed under one of them, its anchor: the longest
+  stem needed (long stems are the rarer), else the longest prefix. A job looks up its own stems, and every
+  beginning of them, and finds only the groups anchored there; groups that need no word (no `q`, or exclusions
+  alone) are kept apart.
+- A candidate is admitted when the job holds every stem and prefix one alternative needs. That is a necessary
+  condition only: whether it matches is decided by `jobs.search`'s own query
   (`procedures.search.from_index.matching`), asked of the job (`procedures.alerts.matching`).
 """
 
