@@ -47,6 +47,8 @@ UPDATE job_alerts SET last_sent_at = now() WHERE id = ANY(%(digests)s::uuid[])
 
 
 class Mailer:
+    """A worker's share of the due alerts, mailed in the caller's transaction."""
+
     def __init__(self, settings: Settings) -> None:
         self._mail = Mail(settings, Queue(), SUBJECTS, ("procedures.alerts",))
         self._public_url = settings.public_url
