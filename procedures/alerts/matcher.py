@@ -1,10 +1,12 @@
 """Matching publishes against the alerts, driven by the durable side: the log of changes to the published set.
 
-Every second one worker (the one that takes the cursor row's lock; the others skip) reads the jobs published
-since the version the cursor holds, matches them against the alerts, writes each (alert, job) once and moves the
-cursor, all in one transaction: a publish committed is matched exactly once, whichever process dies when. Then
-every worker mails its share of what is due (`procedures.alerts.mailing`: due alerts taken `SKIP LOCKED`); the
-due row a match writes waits for a mail holding it, so no match is left without its alert due.
+The tick is a periodic job of the workers, once a second. A tick that takes the cursor row's lock (a tick still
+running elsewhere holds it; this one skips matching) reads the jobs published since the version the cursor
+holds, matches them against the alerts, writes each (alert, job) once and moves the cursor, all in one
+transaction: a publish committed is matched exactly once, whichever process dies when. Then every tick mails its
+share of what is due (`procedures.alerts.mailing`: due alerts taken `SKIP LOCKED`), so ticks that outlast their
+second, on other workers, share the mail; the due row a match writes waits for a mail holding it, so no match is
+left without its alert due.
 
 Should the log no longer reach back to the cursor (trimmed while no worker ran), the jobs published since the
 cursor's time are matched instead; the key of `job_alert_matches` keeps each (alert, job) to one row whatever is
