@@ -1,6 +1,7 @@
 """What the operations hand the framework at assembly (`rpc/app.py` is the only caller): every procedure module
-registered, the vocabulary, the payment provider behind the receiver, the periodic expiry of subscriptions,
-the Billing page of the panel, and the public job pages."""
+registered, the vocabulary, the payment provider behind the receiver, the periodic expiry of subscriptions and
+matching of job alerts, the Billing and Job alerts pages of the panel, the public job pages and the alerts'
+one-click unsubscribe."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import importlib
 import pkgutil
 
 import procedures
+from procedures.alerts import pages as alert_pages
+from procedures.alerts.matcher import Matcher
 from procedures.billing import panel as billing_panel
 from procedures.billing.provider import PayTR, PayTRSettings
 from procedures.billing.settlement import EXPIRY
@@ -39,9 +42,10 @@ def business(settings: Settings) -> Business:
             "expire_subscriptions": EXPIRY,
             "retention": retention.periodic(settings),
             **sweep.periodic(settings),
+            "job_alerts": Matcher(settings).periodic(),
         },
-        panel_routes=billing_panel.routes,
-        public_routes=public_pages.routes(settings),
+        panel_routes=[*billing_panel.routes, *alert_pages.routes],
+        public_routes=[*public_pages.routes(settings), *alert_pages.public_routes],
         probes={PROBE: PROBE_SQL},
         corpora=(JOBS,),
     )

@@ -10,7 +10,8 @@ fingerprint, so that a cursor of another query or a forged one is a `422` on `cu
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
@@ -49,6 +50,12 @@ class ListEvents(Params, frozen=True, kw_only=True):
     since: Moment | None = None
     cursor: Cursor | None = None
     per_page: PerPage = 20
+
+    example: ClassVar[Mapping[str, Any]] = {
+        "event": "application.created",
+        "since": "2026-11-01T00:00:00Z",
+        "per_page": 50,
+    }
 
     def __post_init__(self) -> None:
         if self.event is not None and self.event not in EVENT_KINDS:

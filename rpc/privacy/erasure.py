@@ -53,6 +53,7 @@ _ERASE = (
     "DELETE FROM oauth_grants WHERE user_id = %(id)s",
     # People (docs/people.md): their links, the messages addressed to them (sent or not), invitations to them.
     "DELETE FROM email_links WHERE user_id = %(id)s",
+    "DELETE FROM job_alerts WHERE user_id = %(id)s",
     "DELETE FROM mail_messages WHERE recipient = %(email)s",
     "DELETE FROM invitations WHERE email = %(email)s",
     # Kept answers of the person's writes may repeat what they wrote (a profile, a cover letter); other members'
