@@ -1,6 +1,7 @@
 """What the operations hand the framework at assembly (`rpc/app.py` is the only caller): every procedure module
-registered, the vocabulary, the payment provider behind the receiver, the periodic expiry of subscriptions,
-the Billing page of the panel, and the public job pages."""
+registered, the vocabulary, the payment provider behind the receiver, the periodic expiry of subscriptions and
+matching of job alerts, the Billing and Job alerts pages of the panel, the public job pages and the alerts'
+one-click unsubscribe."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import importlib
 import pkgutil
 
 import procedures
+from procedures.alerts import pages as alert_pages
+from procedures.alerts.matcher import Matcher
 from procedures.billing import panel as billing_panel
 from procedures.billing.provider import PayTR, PayTRSettings
 from procedures.billing.settlement import EXPIRY
@@ -34,10 +37,10 @@ def business(settings: Settings) -> Business:
     return Business(
         vocabulary=VOCABULARY,
         providers={"paytr": PayTR()},
-        periodic={"expire_subscriptions": EXPIRY},
+        periodic={"expire_subscriptions": EXPIRY, "job_alerts": Matcher(settings).periodic()},
         privacy=PRIVACY,
-        panel_routes=billing_panel.routes,
-        public_routes=public_pages.routes(settings),
+        panel_routes=[*billing_panel.routes, *alert_pages.routes],
+        public_routes=[*public_pages.routes(settings), *alert_pages.public_routes],
         probes={PROBE: PROBE_SQL},
         corpora=(JOBS,),
     )

@@ -181,6 +181,8 @@ PRIVACY = PrivacySteps(
            WHERE candidate_id = %(id)s""",
         # Their files leave their applications; the framework then deletes the files (the sweep, their bytes).
         "DELETE FROM application_files WHERE file_id IN (SELECT id FROM files WHERE owner_id = %(id)s)",
+        # Their saved searches (job alerts): nothing of them is kept.
+        "DELETE FROM job_alerts WHERE user_id = %(id)s",
     ),
     keeps_last_member="EXISTS (SELECT FROM subscriptions WHERE account_id = %(account_id)s AND status = 'active')",
     retention={

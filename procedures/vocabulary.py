@@ -15,6 +15,7 @@ SCOPES = {
     "read:billing": "See your account's plan, subscriptions, payments and invoices.",
     "write:billing": "Subscribe your account to a plan, and cancel subscriptions.",
     "read:audit": "See your account's audit log: who created keys, changed webhooks, authorized apps, signed in.",
+    "read:events": "See your account's events (jobs, applications, billing) as its webhooks delivered them.",
 }
 
 # What read:jobs lets an application see of a candidate's: they post no jobs, so they have no drafts.

@@ -26,7 +26,8 @@ class Business:
     providers: Mapping[str, Provider] = field(default_factory=dict)
     periodic: Mapping[str, Periodic] = field(default_factory=dict)
     panel_routes: Sequence[BaseRoute] = ()
-    # Pages anyone may open, and a signed-in person's own (job pages, sitemap, feeds, a candidate's home).
+    # Pages anyone may open, and a signed-in person's own (job pages, sitemap, feeds, a candidate's home, the
+    # alerts' one-click unsubscribe).
     public_routes: Sequence[BaseRoute] = ()
     # Scalar queries procedures may consult cheaply (`@procedure(probes=...)`, `ctx.probe`), by name.
     probes: Mapping[str, str] = field(default_factory=dict)

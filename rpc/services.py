@@ -46,6 +46,7 @@ from rpc.privacy import retention
 from rpc.privacy.steps import PrivacySteps
 from rpc.search.index import SearchIndex
 from rpc.settings import Settings
+from rpc.worker import disabling
 from rpc.worker.runtime import run_worker, worker_app
 
 IN_PROCESS_CONCURRENCY = 10
@@ -150,13 +151,14 @@ class Services:
 
 
 def periodic_work(settings: Settings, business: Business) -> dict[str, Periodic]:
-    """Every periodic job the workers run, by name, listed here alone: the framework's clean-ups, retention and
-    the files sweep, and the business's work."""
+    """Every periodic job the workers run, by name, listed here alone: the framework's clean-ups, retention, the
+    files sweep and the disabling of failing endpoints, and the business's work."""
     return {
         "forget_expired": housekeeping.PERIODIC,
         "forget_idempotency_keys": idempotency.PERIODIC,
         "retention": retention.periodic(settings, business.privacy.retention),
         **sweep.periodic(settings),
+        "disable_failing_endpoints": disabling.periodic(settings),
         **business.periodic,
     }
 

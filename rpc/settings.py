@@ -42,6 +42,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     webhook_timeout: float = 10.0
     webhook_allowed_networks: tuple[str, ...] = ()
     webhook_per_endpoint: int = 4
+    webhook_disable_after_days: float = 5.0  # every attempt failed for this long: the endpoint is disabled
     worker_heartbeat: float = 10.0
     auth_jwks_url: str | None = None
     auth_issuer: str | None = None
@@ -146,6 +147,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             "webhook_timeout": env.get("WEBHOOK_TIMEOUT", "10"),
             "webhook_allowed_networks": _names(env.get("WEBHOOK_ALLOWED_NETWORKS", "")),
             "webhook_per_endpoint": env.get("WEBHOOK_PER_ENDPOINT", "4"),
+            "webhook_disable_after_days": env.get("WEBHOOK_DISABLE_AFTER_DAYS", "5"),
             "worker_heartbeat": env.get("WORKER_HEARTBEAT", "10"),
             "auth_jwks_url": env.get("AUTH_JWKS_URL") or None,
             "auth_issuer": env.get("AUTH_ISSUER") or None,
@@ -209,6 +211,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raise SettingsError("a shared-secret provider accepts HS algorithms only")
         if not self.webhook_retry_waits or any(w < 0 for w in self.webhook_retry_waits):
             raise SettingsError("WEBHOOK_RETRY_WAITS needs at least one non-negative number")
+        if self.webhook_disable_after_days <= 0:
+            raise SettingsError("WEBHOOK_DISABLE_AFTER_DAYS must be positive (fractions of a day allowed)")
         if self.webhook_timeout <= 0 or self.worker_heartbeat <= 0 or self.webhook_per_endpoint < 1:
             raise SettingsError("WEBHOOK_TIMEOUT, WORKER_HEARTBEAT and WEBHOOK_PER_ENDPOINT must be positive")
         if self.production and not self.smtp_url:

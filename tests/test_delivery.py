@@ -409,6 +409,8 @@ def test_only_subscribed_kinds_arrive(api: Call, admin: Admin, endpoint: Make) -
 
 
 def test_a_disabled_endpoint_receives_nothing(api: Call, admin: Admin, endpoint: Make) -> None:
+    """Nothing is sent to a disabled endpoint; the events meant for it are kept as failed deliveries, never
+    attempted, that can be redelivered once it is enabled."""
     user = admin.user("employer")
     control = endpoint(user, ["job.published"])
     off = endpoint(user, ["job.published"])
@@ -416,14 +418,17 @@ def test_a_disabled_endpoint_receives_nothing(api: Call, admin: Admin, endpoint:
     assert changed.enabled is False
     first = published(api, user)
     rows = settle(admin, control.id, off.id)
-    assert [row["endpoint_id"] for row in rows] == [control.id]
+    kept = {row["endpoint_id"]: row for row in rows}
+    assert set(kept) == {control.id, off.id} and kept[control.id]["status"] == "succeeded"
+    assert (kept[off.id]["status"], kept[off.id]["attempts"]) == ("failed", 0)
+    assert kept[off.id]["last_error"] == "the endpoint is disabled" and attempts(admin, kept[off.id]["id"]) == []
     assert off.hook.received() == [] and len(control.hook.received()) == 1
 
     admin.run(in_transaction(admin.webhooks.update), user.account_id, off.id, enabled=True)
     second = published(api, user)
     settle(admin, control.id, off.id)
     assert [r.envelope["data"]["job_id"] for r in off.hook.received()] == [second["id"]], (
-        "an event emitted while disabled is not delivered later"
+        "an event emitted while disabled is not delivered later unless redelivered"
     )
     assert first["id"] != second["id"]
 

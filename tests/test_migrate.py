@@ -98,6 +98,14 @@ def test_misnamed_migration_is_an_error(tmp_path: Path) -> None:
         migration.migrations(tmp_path)
 
 
+def test_a_number_used_twice_is_an_error(tmp_path: Path) -> None:
+    """Two branches each took the next number: a database recorded at it would never get the other one."""
+    (tmp_path / "0080_users_resume_file.sql").write_text("SELECT 1")
+    (tmp_path / "0080_webhook_endpoint_disabling.sql").write_text("SELECT 1")
+    with pytest.raises(ValueError, match="share the number 80"):
+        migration.migrations(tmp_path)
+
+
 def _holding(url: str, statement: str) -> psycopg.Connection[tuple[object, ...]]:
     """A connection in a transaction that holds the locks `statement` takes, as a busy request would."""
     conn = psycopg.connect(url)

@@ -42,6 +42,7 @@ EVERY_SCOPE = (
     "read:billing",
     "write:billing",
     "read:audit",
+    "read:events",
 )
 TOKEN_KEYS = {"access_token", "token_type", "expires_in", "refresh_token", "scope"}
 ROLE_SCOPES = {"candidate": VOCABULARY.oauth_role_scopes["candidate"], "employer": frozenset(EVERY_SCOPE)}

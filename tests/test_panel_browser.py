@@ -22,9 +22,11 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Response, expect, sync_playwright
 
+from rpc.mail.outbox import Mail
 from rpc.ops import admin as ops
+from rpc.worker.disabling import disable_failing
 from tests.receiver import Receiver, Reply
-from tests.support import Admin, LiveServer, User, bearer, settings_for
+from tests.support import Admin, LiveServer, User, bearer, emitter_for, settings_for
 
 T = TypeVar("T")
 
@@ -346,3 +348,48 @@ def test_the_header_links_the_api_reference_and_stays_one_row_on_a_phone(page: P
     screenshot(page, "panel-phone-header")
     page.get_by_role("link", name="API reference").click()
     expect(page).to_have_url(re.compile(r"/docs$"))
+
+
+def test_a_receiver_that_failed_then_recovered_gets_every_event_again(
+    page: Page, ada: User, admin: Admin, receiver: Receiver
+) -> None:
+    """An endpoint fails for long enough to be disabled; the person enables it and recovers from the page, twice:
+    each failed event arrives once more, with its webhook-id."""
+    hook = receiver.hook(default=Reply(503, b"maintenance"))
+    sign_in(page, ada)
+    page.get_by_role("link", name="Webhooks").click()
+    page.get_by_label("URL", exact=True).fill(hook.url)
+    page.get_by_role("checkbox", name="job.published").check()
+    page.get_by_role("button", name="Add endpoint").click()
+    hook.know(page.get_by_label("Secret", exact=True).input_value())
+    endpoint_page = page.url.partition("?")[0]
+    for _ in range(2):
+        page.get_by_role("button", name="Send a test event").click()
+        first_delivery(page, "failed")
+    failed = {request.envelope["idempotency_key"] for request in hook.received()}
+    assert len(failed) == 2
+
+    shrunk = settings_for(admin.database_url, WEBHOOK_DISABLE_AFTER_DAYS="0.000001")
+    endpoint_id = endpoint_page.rsplit("/", 1)[1]
+    assert endpoint_id in off_loop(admin.run, _disable_failing, shrunk)
+    page.goto(endpoint_page)
+    expect(page.locator("#disabled-for-failing")).to_contain_text("every attempt to it had failed")
+    page.get_by_role("button", name="Enable").click()
+    expect(page.get_by_role("status").first).to_contain_text("The endpoint is enabled")
+
+    hook.answer(default=Reply(200, b"back"))
+    page.get_by_label("Every delivery that failed since (UTC)").fill("2020-01-01T00:00:00")
+    page.get_by_role("button", name="Redeliver failed").click()
+    expect(page.get_by_role("status").first).to_contain_text("2 failed deliveries since that time were queued again")
+    page.get_by_role("button", name="Redeliver failed").click()
+    expect(page.get_by_role("status").first).to_contain_text("No failed delivery since that time")
+    recovered = [request for request in hook.wait_for(6) if request.status == 200]
+    assert sorted(r.envelope["idempotency_key"] for r in recovered) == sorted(failed), "each event once more"
+    assert all(r.headers["webhook-id"] == r.envelope["idempotency_key"] for r in recovered)
+    screenshot(page, "panel-webhook-recovered")
+
+
+async def _disable_failing(conn: Any, settings: Any) -> list[str]:
+    """The workers' periodic disabling, run now with `settings`' period."""
+    async with conn.transaction():
+        return await disable_failing(conn, settings, Mail(settings, emitter_for(settings).queue))

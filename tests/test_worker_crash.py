@@ -392,6 +392,7 @@ def attempted(row: dict[str, Any], status_code: int | None, *, retry_in: float |
         excerpt=None,
         headers={"webhook-id": "drill"},
         next_attempt_at=None if retry_in is None else now + dt.timedelta(seconds=retry_in),
+        endpoint_id=row["endpoint_id"],
     )
 
 

@@ -29,6 +29,8 @@ ACTIONS = frozenset(
         "webhook.created",
         "webhook.updated",
         "webhook.deleted",
+        "webhook.disabled",
+        "webhook.enabled",
         "webhook.secret_revealed",
         "webhook.secret_rotated",
         "oauth_client.created",

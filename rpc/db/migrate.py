@@ -70,15 +70,19 @@ class Migration:
 
 
 def migrations(folder: Path = MIGRATIONS) -> list[Migration]:
-    """The numbered migrations, in order; a misnamed file is an error, not something to skip."""
-    found = []
+    """The numbered migrations, in order; a misnamed file is an error, not something to skip, and so is a number
+    used twice (a database recorded at that number would never get the second one)."""
+    found: list[Migration] = []
     for path in sorted(folder.glob("*.sql")):
         if path.name == BASELINE.name:
             continue
         match = _MIGRATION_NAME.match(path.name)
         if not match:
             raise ValueError(f"{path.name}: migrations are named NNNN_what.sql")
-        found.append(Migration(int(match.group(1)), path))
+        version = int(match.group(1))
+        if found and found[-1].version == version:
+            raise ValueError(f"{found[-1].path.name} and {path.name} share the number {version}: renumber one")
+        found.append(Migration(version, path))
     return found
 
 

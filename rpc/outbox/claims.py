@@ -16,13 +16,14 @@ what keeps the attempt count exact across crashes.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from rpc.core.types import Connection
+from rpc.outbox.emit import DISABLED
 from rpc.outbox.queue import DELIVERY_QUEUE
 
 # The columns an attempt needs, from the claimed job's delivery, its event and its endpoint (LEFT JOINs: a
@@ -36,17 +37,37 @@ LEFT JOIN webhook_deliveries AS d ON d.id = claimed.delivery_id
 LEFT JOIN events AS e ON e.id = d.event_id
 LEFT JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
 """
+# Due jobs in queue order, at most `room` of one endpoint (fewer for the endpoints in `lanes`, whose lanes in the
+# worker hold some already; none of those in `full`, whose jobs are passed over), so that no endpoint takes the
+# worker's room from the others (rpc/outbox/lanes.py). An endpoint's jobs beyond its room stay in the queue, locked
+# by no one once the statement ends. A job whose delivery is gone (its endpoint was deleted) has no endpoint and is
+# claimed, to be finished.
 _CLAIM = (
     """
-WITH claimed AS (
+WITH candidate AS (
+    -- In queue order through procrastinate's index, stopping at `limit`: the endpoint of a job is looked up only
+    -- to pass over a full lane's (and only when a lane is full), never joined before the order and the limit.
+    SELECT job.id, (job.args ->> 'delivery_id')::uuid AS delivery_id
+    FROM procrastinate_jobs AS job
+    WHERE job.queue_name = %(queue)s AND job.status = 'todo' AND (job.scheduled_at IS NULL OR job.scheduled_at <= now())
+      AND (cardinality(%(full)s::uuid[]) = 0 OR NOT EXISTS (
+          SELECT FROM webhook_deliveries AS d
+          WHERE d.id = (job.args ->> 'delivery_id')::uuid AND d.endpoint_id = ANY(%(full)s::uuid[])
+      ))
+    ORDER BY job.priority DESC, job.id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), due AS (
+    SELECT ranked.id FROM (
+        SELECT c.id, d.endpoint_id, row_number() OVER (PARTITION BY d.endpoint_id ORDER BY c.id) AS n
+        FROM candidate AS c LEFT JOIN webhook_deliveries AS d ON d.id = c.delivery_id
+    ) AS ranked
+    LEFT JOIN unnest(%(lanes)s::uuid[], %(rooms)s::integer[]) AS lane (endpoint_id, room)
+        ON lane.endpoint_id = ranked.endpoint_id
+    WHERE ranked.endpoint_id IS NULL OR ranked.n <= coalesce(lane.room, %(room)s)
+), claimed AS (
     UPDATE procrastinate_jobs AS job SET status = 'doing', worker_id = %(worker_id)s
-    FROM (
-        SELECT id FROM procrastinate_jobs
-        WHERE queue_name = %(queue)s AND status = 'todo' AND (scheduled_at IS NULL OR scheduled_at <= now())
-        ORDER BY priority DESC, id
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ) AS due
+    FROM due
     WHERE job.id = due.id
     RETURNING job.id, (job.args ->> 'delivery_id')::uuid AS delivery_id
 )
@@ -76,10 +97,10 @@ WITH outcome AS (
     SELECT * FROM unnest(
         %(job_ids)s::bigint[], %(delivery_ids)s::uuid[], %(statuses)s::text[], %(numbers)s::integer[],
         %(started_at)s::timestamptz[], %(durations)s::integer[], %(status_codes)s::integer[], %(errors)s::text[],
-        %(excerpts)s::text[], %(headers)s::jsonb[], %(next_attempts)s::timestamptz[]
+        %(excerpts)s::text[], %(headers)s::jsonb[], %(next_attempts)s::timestamptz[], %(endpoint_ids)s::uuid[]
     ) AS o (
         job_id, delivery_id, status, number, started_at, duration_ms, status_code, error, excerpt, request_headers,
-        next_attempt_at
+        next_attempt_at, endpoint_id
     )
 ), recorded AS (
     UPDATE webhook_deliveries AS d
@@ -92,9 +113,19 @@ WITH outcome AS (
     INSERT INTO webhook_attempts
         (delivery_id, number, started_at, duration_ms, status_code, error, response_excerpt, request_headers)
     SELECT delivery_id, number, started_at, duration_ms, status_code, error, excerpt, request_headers FROM recorded
+), failing AS (
+    -- The endpoints' clock of failures (rpc/worker/disabling.py): started by a failed attempt, stopped by a
+    -- success; an endpoint's row is written only when its state turns.
+    UPDATE webhook_endpoints AS ep
+    SET failing_since = CASE WHEN turned.succeeded THEN NULL ELSE turned.first_failure END
+    FROM (
+        SELECT endpoint_id, bool_or(status_code = 200) AS succeeded, min(started_at) AS first_failure
+        FROM recorded GROUP BY endpoint_id
+    ) AS turned
+    WHERE ep.id = turned.endpoint_id AND (ep.failing_since IS NULL) <> turned.succeeded
 ), disabled AS (
     UPDATE webhook_deliveries
-    SET status = 'failed', last_error = 'the endpoint is disabled', next_attempt_at = NULL, updated_at = now()
+    SET status = 'failed', last_error = %(disabled_error)s, next_attempt_at = NULL, updated_at = now()
     WHERE id = ANY(%(disabled)s::uuid[]) AND status = 'pending'
 ), retried AS (
     UPDATE procrastinate_jobs AS job SET status = 'todo', worker_id = NULL, scheduled_at = recorded.next_attempt_at
@@ -134,6 +165,7 @@ class Outcome:
     excerpt: str | None
     headers: dict[str, str]  # as sent, for the panel's delivery page: the signatures are no secret
     next_attempt_at: dt.datetime | None
+    endpoint_id: str  # whose clock of failures the attempt moves
 
 
 @dataclass(slots=True)
@@ -170,9 +202,26 @@ async def unregister(conn: Connection, worker_id: int) -> None:
     await conn.execute(_UNREGISTER, {"id": worker_id})
 
 
-async def claim(conn: Connection, worker_id: int | None, limit: int) -> list[dict[str, Any]]:
-    """Up to `limit` due delivery jobs, now held by `worker_id`, with what their attempts need."""
-    params = {"worker_id": worker_id, "queue": DELIVERY_QUEUE, "limit": limit}
+async def claim(
+    conn: Connection,
+    worker_id: int | None,
+    limit: int,
+    *,
+    room: int | None = None,
+    rooms: Mapping[str, int] | None = None,
+) -> list[dict[str, Any]]:
+    """Up to `limit` due delivery jobs, now held by `worker_id`, with what their attempts need: at most `room` of
+    one endpoint, or what `rooms` leaves to it."""
+    lanes = {endpoint: left for endpoint, left in (rooms or {}).items() if left > 0}
+    params = {
+        "worker_id": worker_id,
+        "queue": DELIVERY_QUEUE,
+        "limit": limit,
+        "room": limit if room is None else room,
+        "full": [endpoint for endpoint, left in (rooms or {}).items() if left <= 0],
+        "lanes": list(lanes),
+        "rooms": list(lanes.values()),
+    }
     return await (await conn.execute(_CLAIM, params)).fetchall()
 
 
@@ -200,7 +249,9 @@ async def settle(
         "excerpts": [o.excerpt for o in outcomes],
         "headers": [Jsonb(o.headers) for o in outcomes],
         "next_attempts": [o.next_attempt_at for o in outcomes],
+        "endpoint_ids": [o.endpoint_id for o in outcomes],
         "disabled": [delivery_id for _, delivery_id in settlement.disabled],
+        "disabled_error": DISABLED,
         "released": settlement.released_jobs,
         "released_until": released_until,
         "settled": [

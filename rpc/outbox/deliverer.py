@@ -64,9 +64,12 @@ class Deliverer:
         self.pool = pool
         self._sender = sender
         self._sealer = Sealer(settings.secret_key)
-        self._lanes = Lanes(settings.webhook_per_endpoint)
         self._concurrency = concurrency
-        self._batch = max(1, concurrency // 2)  # claim no fewer at once while the queue is full
+        self._batch = max(1, concurrency // 4)  # claim no fewer at once while the queue is full
+        # A lane holds what its endpoint starts within HOLD_FOR at its pace, and always leaves a batch's room to
+        # the other endpoints.
+        per_endpoint = settings.webhook_per_endpoint
+        self._lanes = Lanes(per_endpoint, hold_at_most=max(0, concurrency - per_endpoint - self._batch))
         self._worker_id: int | None = None
         self._stopped = False
         self._running: set[asyncio.Task[None]] = set()
@@ -74,6 +77,7 @@ class Deliverer:
         self._unsettled = Settlement.empty()
         self.released = 0  # jobs sent back to the queue unattempted (held too long, or at a stop)
         self._slot_freed = asyncio.Event()
+        self._room_made = asyncio.Event()  # a lane started most of what it held: more of its jobs may be claimed
         self._to_settle = asyncio.Event()
         self.notified = asyncio.Event()  # a new job was deferred (set by the queue's notifications)
 
@@ -105,16 +109,18 @@ class Deliverer:
                 self.notified.clear()
                 try:
                     async with self.pool.connection() as conn:
-                        claimed = await claim(conn, self._worker_id, free)
+                        claimed = await claim(
+                            conn, self._worker_id, free, room=self._lanes.room, rooms=self._lanes.rooms()
+                        )
                 except psycopg.Error as exc:
                     log.warning("claiming delivery jobs failed, trying again in %g s: %s", poll, exc)
                     claimed = []
                 self._start(claimed)
                 if len(claimed) < free:
-                    # Nothing more is due: wait for a new job, a slot, a retry falling due or a stop, rather than
-                    # sweep the queue.
-                    self._slot_freed.clear()
-                    waits = (self._slot_freed.wait(), self.notified.wait(), stopping.wait())
+                    # Nothing more is due, or only for lanes that are full: wait for a new job, room in a lane, a
+                    # retry falling due or a stop, rather than sweep the queue.
+                    self._room_made.clear()
+                    waits = (self._room_made.wait(), self.notified.wait(), stopping.wait())
                     await _first(asyncio.sleep(poll), *waits)
         finally:
             self._release(self._lanes.drain())
@@ -217,13 +223,17 @@ class Deliverer:
         }
 
     async def _attempt(self, row: Row) -> None:
+        began = time.monotonic()
         try:
             outcome = await self._post(row)
         finally:
             self._in_flight.discard(row["delivery_id"])
-            following = self._lanes.finished(row["endpoint_id"], time.monotonic())
+            now = time.monotonic()
+            following = self._lanes.finished(row["endpoint_id"], now, took=now - began)
             if following is not None:
                 self._launch(following)  # the endpoint's next job, the moment this one ended
+            if self._lanes.low(row["endpoint_id"]):
+                self._room_made.set()
         self._unsettled.outcomes.append(outcome)
         self._to_settle.set()
 
@@ -253,7 +263,7 @@ class Deliverer:
         duration_ms = round((time.monotonic() - clock) * 1000)
         return Outcome(
             row["job_id"], row["delivery_id"], status, number, started_at, duration_ms, status_code, error, excerpt,
-            headers, retry_at,
+            headers, retry_at, row["endpoint_id"],
         )  # fmt: skip
 
     async def _settle_forever(self) -> None:

@@ -22,21 +22,25 @@ from rpc.outbox.queue import Queue
 from rpc.settings import Settings
 
 TEST_EVENT = "webhook.test"  # the panel's "send a test event": the framework's own kind
+DISABLED = "the endpoint is disabled"  # the last error of a delivery kept, unattempted, for a disabled endpoint
 
 _INSERT_EVENT = """
 INSERT INTO events (id, kind, account_ids, body, created_at)
 VALUES (%(id)s, %(kind)s, %(account_ids)s, %(body)s, %(created_at)s)
 """
+# A disabled endpoint's delivery is `failed` at once, with no job: kept, to be recovered once it is enabled.
 _INSERT_DELIVERIES = """
-INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at)
-SELECT %(event_id)s, id, %(first_attempt_at)s FROM webhook_endpoints
-WHERE account_id = ANY(%(account_ids)s) AND enabled AND %(kind)s = ANY(event_kinds)
-RETURNING id::text AS id
+INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at, status, last_error)
+SELECT %(event_id)s, id, CASE WHEN enabled THEN %(first_attempt_at)s END,
+       CASE WHEN enabled THEN 'pending' ELSE 'failed' END, CASE WHEN NOT enabled THEN %(disabled)s END
+FROM webhook_endpoints
+WHERE account_id = ANY(%(account_ids)s) AND %(kind)s = ANY(event_kinds)
+RETURNING id::text AS id, status = 'pending' AS queued
 """
 _INSERT_DELIVERY_TO = """
 INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at)
 VALUES (%(event_id)s, %(endpoint_id)s, %(first_attempt_at)s)
-RETURNING id::text AS id
+RETURNING id::text AS id, true AS queued
 """
 
 
@@ -72,8 +76,9 @@ class Emitter:
         *,
         endpoint_id: str | None = None,
     ) -> uuid.UUID:
-        """Record event `kind` for `account_ids` and a delivery to each of their enabled endpoints subscribed
-        to it (or only to `endpoint_id`, subscribed or not: the panel's test event), in the open transaction."""
+        """Record event `kind` for `account_ids` and a delivery to each of their endpoints subscribed to it (or
+        only to `endpoint_id`, subscribed or not: the panel's test event), in the open transaction. A disabled
+        endpoint's delivery is kept as `failed`, unattempted, to be recovered once it is enabled."""
         if kind not in self._kinds:
             raise UnknownEventKind(f"{kind!r} is not an event kind of the vocabulary")
         if conn.info.transaction_status != TransactionStatus.INTRANS:
@@ -89,10 +94,12 @@ class Emitter:
         first_attempt_at = dt.datetime.now(dt.UTC) + self._first_wait
         values = {"event_id": event_id, "first_attempt_at": first_attempt_at}
         if endpoint_id is None:
-            cursor = await conn.execute(_INSERT_DELIVERIES, {**values, "account_ids": accounts, "kind": kind})
+            cursor = await conn.execute(
+                _INSERT_DELIVERIES, {**values, "account_ids": accounts, "kind": kind, "disabled": DISABLED}
+            )
         else:
             cursor = await conn.execute(_INSERT_DELIVERY_TO, {**values, "endpoint_id": endpoint_id})
-        deliveries = [row["id"] for row in await cursor.fetchall()]
+        deliveries = [row["id"] for row in await cursor.fetchall() if row["queued"]]
         at = first_attempt_at if self._first_wait else None
         await self.queue.enqueue(conn, deliveries, at)
         return event_id

@@ -29,7 +29,7 @@ ROTATION_OVERLAP = dt.timedelta(hours=24)
 MAX_URL_LENGTH = 2000
 MAX_ENDPOINTS = 20  # per account (docs/security.md): each event is sent to every endpoint that asked for it
 
-_COLUMNS = """id::text AS id, url, event_kinds, enabled, overlap_until, created_at, updated_at"""
+_COLUMNS = """id::text AS id, url, event_kinds, enabled, disabled_at, overlap_until, created_at, updated_at"""
 _INSERT = f"""
 INSERT INTO webhook_endpoints (account_id, url, event_kinds, secret_sealed)
 VALUES (%(account_id)s, %(url)s, %(event_kinds)s, %(secret)s)
@@ -40,9 +40,12 @@ _COUNT = "SELECT count(*) AS n FROM webhook_endpoints WHERE account_id = %(accou
 _SELECT = f"""
 SELECT {_COLUMNS}, secret_sealed FROM webhook_endpoints WHERE id = %(id)s AND account_id = %(account_id)s
 """
+# Enabling restarts the clock of failures (rpc/worker/disabling.py): only attempts from now on count.
 _UPDATE = f"""
 UPDATE webhook_endpoints
-SET url = %(url)s, event_kinds = %(event_kinds)s, enabled = %(enabled)s, updated_at = now()
+SET url = %(url)s, event_kinds = %(event_kinds)s, enabled = %(enabled)s, updated_at = now(),
+    failing_since = CASE WHEN %(enabled)s AND NOT enabled THEN NULL ELSE failing_since END,
+    disabled_at = CASE WHEN %(enabled)s THEN NULL ELSE disabled_at END
 WHERE id = %(id)s AND account_id = %(account_id)s
 RETURNING {_COLUMNS}
 """
@@ -52,6 +55,14 @@ UPDATE webhook_endpoints
 SET secret_sealed = %(secret)s, previous_secret_sealed = %(previous)s, overlap_until = %(overlap_until)s,
     updated_at = now()
 WHERE id = %(id)s AND account_id = %(account_id)s
+"""
+# Redelivering holds the endpoint's row until it commits: a second press at the same moment waits, and then its
+# own statement (a new snapshot) sees the first one's deliveries and skips those events. Without it, both would
+# find no later delivery and the event would go out twice at once.
+_LOCK_DELIVERY_ENDPOINT = """
+SELECT ep.id FROM webhook_endpoints AS ep JOIN webhook_deliveries AS d ON d.endpoint_id = ep.id
+WHERE d.id = %(id)s AND ep.account_id = %(account_id)s
+FOR UPDATE OF ep
 """
 _REDELIVER = """
 INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at)
@@ -85,6 +96,7 @@ class Endpoint(Struct, frozen=True, kw_only=True):
     url: str
     event_kinds: list[str]
     enabled: bool
+    disabled_at: dt.datetime | None  # when it was disabled for failing (None: enabled, or disabled by its owner)
     overlap_until: dt.datetime | None
     created_at: dt.datetime
     updated_at: dt.datetime
@@ -196,6 +208,7 @@ class Webhooks:
 
     async def redeliver(self, conn: Connection, account_id: str, delivery_id: str) -> str:
         """A new delivery of a failed one's event (same bytes), with five fresh attempts."""
+        await conn.execute(_LOCK_DELIVERY_ENDPOINT, {"id": _uuid(delivery_id), "account_id": account_id})
         cursor = await conn.execute(_REDELIVER, {"id": _uuid(delivery_id), "account_id": account_id})
         row = await cursor.fetchone()
         if row is None:
@@ -208,7 +221,7 @@ class Webhooks:
     ) -> list[str]:
         """Redeliver every delivery of the endpoint that failed and was created at or after `since`, unless
         it was redelivered already (asking twice does not send everything twice)."""
-        await self.get(conn, account_id, endpoint_id)
+        await self._row(conn, account_id, endpoint_id, lock=True)
         cursor = await conn.execute(
             _REDELIVER_SINCE, {"endpoint_id": endpoint_id, "account_id": account_id, "since": since}
         )

@@ -58,7 +58,7 @@ async def endpoint_page(panel: Panel) -> Response:
     kinds: tuple[reveals.Kind, ...] = ("webhook_created", "webhook_rotated_now", "webhook_rotated_overlap")
     reveal = await reveals.take(panel, *kinds, object_id=endpoint.id)
     if reveal is None:
-        return await _endpoint(panel, endpoint, notice=reveals.shown_already(panel, reveal))
+        return await _endpoint(panel, endpoint, notice=reveals.shown_already(panel, reveal) or _queued(panel))
     return await _endpoint(panel, endpoint, secret=reveal.secret, occasion=reveal.kind.removeprefix("webhook_"))
 
 
@@ -130,12 +130,13 @@ async def delete_endpoint(panel: Panel) -> Response:
 
 @page
 async def set_enabled(panel: Panel) -> Response:
-    """`POST /panel/webhooks/{id}/enabled` with `enabled` = `true` or `false`."""
+    """`POST /panel/webhooks/{id}/enabled` with `enabled` = `true` or `false`. Enabling an endpoint disabled for
+    failing restarts its clock of failures; its failed deliveries wait to be redelivered."""
     endpoint = await _get(panel)
     enabled = panel.field("enabled") == "true"
     async with panel.conn.transaction():
         await panel.services.webhooks.update(panel.conn, panel.account_id, endpoint.id, enabled=enabled)
-        await panel.audit("webhook.updated", endpoint.id)
+        await panel.audit("webhook.enabled" if enabled else "webhook.disabled", endpoint.id)
     notice = "endpoint_enabled" if enabled else "endpoint_disabled"
     return redirect(f"/panel/webhooks/{endpoint.id}?notice={notice}")
 
@@ -163,8 +164,19 @@ async def redeliver_since(panel: Panel) -> Response:
     since = since.replace(tzinfo=dt.UTC) if since.tzinfo is None else since
     async with panel.conn.transaction():
         queued = await panel.services.webhooks.redeliver_failed_since(panel.conn, panel.account_id, endpoint.id, since)
-    notice = "redelivered_many" if queued else "nothing_to_redeliver"
-    return redirect(f"/panel/webhooks/{endpoint.id}?notice={notice}")
+    if not queued:
+        return redirect(f"/panel/webhooks/{endpoint.id}?notice=nothing_to_redeliver")
+    return redirect(f"/panel/webhooks/{endpoint.id}?notice=redelivered_many&queued={len(queued)}")
+
+
+def _queued(panel: Panel) -> str | None:
+    """After "Redeliver failed": how many were queued (a number in the address, never free text)."""
+    queued = panel.query_int("queued", default=0, maximum=10_000_000)
+    if panel.request.query_params.get("notice") != "redelivered_many" or not queued:
+        return None
+    if queued == 1:
+        return "1 failed delivery since that time was queued again."
+    return f"{queued:,} failed deliveries since that time were queued again."
 
 
 async def _get(panel: Panel) -> Endpoint:
@@ -213,6 +225,7 @@ async def _endpoint(
         errors=errors or {},
         since=yesterday.strftime(SINCE_FORMAT) if since is None else since,
         overlap_hours=int(ROTATION_OVERLAP.total_seconds() // 3600),
+        disable_after_days=f"{panel.services.settings.webhook_disable_after_days:g}",
         overlapping=endpoint.overlap_until is not None and endpoint.overlap_until > dt.datetime.now(dt.UTC),
         notice=notice,
     )

@@ -15,7 +15,7 @@ import tantivy
 from procedures.jobs.search.text import ANALYZER, STOP_WORDS, analyzer, fold
 from rpc.search.corpus import Corpus
 
-_COLUMNS = (
+COLUMNS = (
     "jobs.id::text AS _id, jobs.title, jobs.company, jobs.location, jobs.description, jobs.employment_type,"
     " jobs.created_at, jobs.published_at"
 )
@@ -30,15 +30,15 @@ SELECT (SELECT version FROM now) AS _position,
     (SELECT count(DISTINCT version) FROM published_changes
      WHERE version > %(since)s AND version <= (SELECT version FROM now)) AS _logged,
     changed.id::text AS _id, jobs.id IS NOT NULL AS _present,
-    {_COLUMNS.replace("jobs.id::text AS _id, ", "")}
+    {COLUMNS.replace("jobs.id::text AS _id, ", "")}
 FROM (SELECT 1) AS one
 LEFT JOIN (changed LEFT JOIN jobs ON jobs.id = changed.id AND jobs.status = 'published') ON true
 """
-_EVERYTHING = f"SELECT {_COLUMNS} FROM jobs WHERE status = 'published'"
+_EVERYTHING = f"SELECT {COLUMNS} FROM jobs WHERE status = 'published'"
 _POSITION = "SELECT version FROM job_totals WHERE status = 'published'"
 _CENSUS = "SELECT status AS label, count(*) AS count, status = 'published' AS indexed FROM jobs GROUP BY status"
 _SAMPLE = f"""
-SELECT {_COLUMNS}, jobs.status = 'published' AS _present FROM jobs ORDER BY random() LIMIT %(size)s
+SELECT {COLUMNS}, jobs.status = 'published' AS _present FROM jobs ORDER BY random() LIMIT %(size)s
 """
 
 # Ranks that order jobs newest first: microseconds since the epoch, then the id's first 12 bits, as one number
@@ -88,15 +88,20 @@ def schema() -> tantivy.Schema:
     return builder.build()
 
 
+def text(row: Mapping[str, Any]) -> str:
+    """The searched text of a job (its `text` field, before analysis): what `jobs.search`'s words are asked of."""
+    return fold(f"{row['title']} {row['company']} {row['location']} {row['description'] or ''}")
+
+
 def document(row: Mapping[str, Any]) -> tantivy.Document:
-    """A published job's document; `row` holds the columns `_COLUMNS` names."""
+    """A published job's document; `row` holds the columns `COLUMNS` names."""
     job_id: str = row["_id"]
     title, company, location = row["title"], row["company"], row["location"]
     # Every way of publishing stamps the time; a row published by hand without one ranks by its creation.
     published: dt.datetime = row["published_at"] or row["created_at"]
     fields: dict[str, Any] = {
         "id": job_id,
-        "text": fold(f"{title} {company} {location} {row['description'] or ''}"),
+        "text": text(row),
         "title": fold(title),
         "location": location,
         "company": company,
@@ -125,7 +130,7 @@ def document(row: Mapping[str, Any]) -> tantivy.Document:
 
 def _fingerprint() -> str:
     """Changes with anything that decides what the index holds: an index made otherwise is built anew."""
-    shape = f"{_COLUMNS}|{_SHAPE}|{' '.join(STOP_WORDS)}|english|{tantivy.__name__}|v1"
+    shape = f"{COLUMNS}|{_SHAPE}|{' '.join(STOP_WORDS)}|english|{tantivy.__name__}|v1"
     return hashlib.sha256(shape.encode()).hexdigest()[:16]
 
 

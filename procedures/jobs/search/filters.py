@@ -27,7 +27,12 @@ def _substring(field: str, folded: str) -> tantivy.Query:
     """Compiling the expression's automaton costs most of a millisecond, matching it a few microseconds: the
     compiled query is kept for the filters asked again (a pure function of its arguments, valid for every index
     of the jobs' schema; at most 4,096 are kept)."""
-    return tantivy.Query.regex_query(_SCHEMA, field, f".*{folded.translate(_LITERAL)}.*")
+    return tantivy.Query.regex_query(_SCHEMA, field, f".*{literal(folded)}.*")
+
+
+def literal(text: str) -> str:
+    """`text` as a regular expression that matches just it."""
+    return text.translate(_LITERAL)
 
 
 def every(queries: Iterable[tantivy.Query]) -> tantivy.Query:

@@ -23,14 +23,13 @@ Sort = Literal["relevance", "newest"]
 Types = EmploymentType | Annotated[list[EmploymentType], msgspec.Meta(min_length=1, max_length=5)]
 
 
+Query = Annotated[
+    PlainText, msgspec.Meta(description='Web-search syntax: words (all required), "phrases", -exclusions, `or`.')
+]
+
+
 class SearchJobs(Params, frozen=True, kw_only=True):
-    q: (
-        Annotated[
-            PlainText,
-            msgspec.Meta(description='Web-search syntax: words (all required), "phrases", -exclusions, `or`.'),
-        ]
-        | None
-    ) = None
+    q: Query | None = None
     location: PlainText | None = None
     company: PlainText | None = None
     employment_type: Types | None = None

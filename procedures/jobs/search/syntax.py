@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import tantivy
 
+from procedures.jobs.search.filters import literal
 from procedures.jobs.search.text import analyzer, fold
 
 _CHUNKS = re.compile(r'-?"[^"]*"?|[^\s"]+')
@@ -87,20 +88,25 @@ def _stems(text: str) -> list[tuple[int, str]]:
     return [(position - first, stem) for position, stem in stems]
 
 
-def to_query(typed: Typed, schema: tantivy.Schema, field: str) -> tantivy.Query:
+# Prefix queries made, by pattern, to share among many queries of one schema and field: each compiles an automaton
+# of ~120 KB (the job alerts hold thousands of queries, with a few hundred distinct prefixes).
+Prefixes = dict[str, tantivy.Query]
+
+
+def to_query(typed: Typed, schema: tantivy.Schema, field: str, prefixes: Prefixes | None = None) -> tantivy.Query:
     """What `typed` asks of one text field."""
     if typed.empty:
         return tantivy.Query.empty_query()
-    runs = [_every(run, schema, field) for run in typed.alternatives]
+    runs = [_every(run, schema, field, prefixes) for run in typed.alternatives]
     if len(runs) == 1:
         return runs[0]
     return tantivy.Query.boolean_query([(tantivy.Occur.Should, run) for run in runs])
 
 
-def _every(run: tuple[Operand, ...], schema: tantivy.Schema, field: str) -> tantivy.Query:
+def _every(run: tuple[Operand, ...], schema: tantivy.Schema, field: str, prefixes: Prefixes | None) -> tantivy.Query:
     """All operands of a run: the words it asks for, without those it excludes."""
     clauses = [
-        (tantivy.Occur.MustNot if operand.negated else tantivy.Occur.Must, _match(operand, schema, field))
+        (tantivy.Occur.MustNot if operand.negated else tantivy.Occur.Must, _match(operand, schema, field, prefixes))
         for operand in run
     ]
     if all(operand.negated for operand in run):
@@ -108,13 +114,23 @@ def _every(run: tuple[Operand, ...], schema: tantivy.Schema, field: str) -> tant
     return tantivy.Query.boolean_query(clauses)
 
 
-def _match(operand: Operand, schema: tantivy.Schema, field: str) -> tantivy.Query:
+def _match(operand: Operand, schema: tantivy.Schema, field: str, prefixes: Prefixes | None) -> tantivy.Query:
     terms: list[str | tuple[int, str]] = list(operand.terms)
     if len(terms) == 1:
         stem = operand.terms[0][1]
-        if operand.prefix:  # a phrase of one word: every term it begins (no regular expression to compile)
-            return tantivy.Query.phrase_prefix_query(schema, field, [stem])
+        if operand.prefix:
+            pattern = literal(stem) + ".*"
+            if prefixes is None:
+                return tantivy.Query.regex_query(schema, field, pattern)
+            if pattern not in prefixes:
+                prefixes[pattern] = tantivy.Query.regex_query(schema, field, pattern)
+            return prefixes[pattern]
         return tantivy.Query.term_query(schema, field, stem)
     if operand.prefix:
-        return tantivy.Query.phrase_prefix_query(schema, field, terms)
+        # A phrase whose last word is a prefix: each word a literal expression, the last one open. (tantivy's
+        # phrase-prefix query stops at the first 50 words the prefix begins; this one at 16,384.)
+        *words, (position, last) = operand.terms
+        patterns: list[str | tuple[int, str]] = [(at, literal(word)) for at, word in words]
+        patterns.append((position, literal(last) + ".*"))
+        return tantivy.Query.regex_phrase_query(schema, field, patterns)
     return tantivy.Query.phrase_query(schema, field, terms)
