@@ -1,2 +1,2 @@
-"""Job alerts (CONTRACT.md §27, docs/alerts.md): saved searches with `jobs.search`'s meaning that mail the jobs
+"""Job alerts (docs/alerts.md): saved searches with `jobs.search`'s meaning that mail the jobs
 published after them, at once (`instant`) or in a daily digest."""
