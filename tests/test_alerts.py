@@ -1,4 +1,4 @@
-"""Job alerts (CONTRACT.md §27, docs/alerts.md), through the real server, its worker and a real SMTP server:
+"""Job alerts (docs/alerts.md), through the real server, its worker and a real SMTP server:
 instant mail and the daily digest, once only, never a closed job, never to an unverified or erased person, the
 one-click unsubscribe, the limit of 20 and ownership."""
 

@@ -1,4 +1,4 @@
-"""The property of job alerts (CONTRACT.md §27): an alert matches a published job exactly when `jobs.search` with
+"""The property of job alerts (docs/alerts.md): an alert matches a published job exactly when `jobs.search` with
 the alert's parameters finds it — for random small corpora and alert parameters, the matches the running worker
 writes are compared with what `jobs.search` answers over HTTP on the same live server."""
 

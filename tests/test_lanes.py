@@ -1,4 +1,4 @@
-"""Per-endpoint lanes (CONTRACT.md §7: one endpoint's deliveries flow as fast as it answers, at most
+"""Per-endpoint lanes (docs/webhooks.md: one endpoint's deliveries flow as fast as it answers, at most
 WEBHOOK_PER_ENDPOINT in flight to it): the lanes' rules, and one worker draining one endpoint's backlog without
 sending a single job back to the queue."""
 
