@@ -80,8 +80,8 @@ class CreateApplication(Params, frozen=True, kw_only=True):
     attachment_file_ids: Attachments = ()
 
     def __post_init__(self) -> None:
-        sent = [str(value) for value in ([self.resume_file_id] if self.resume_file_id is not None else [])]
-        sent += [str(value) for value in self.attachment_file_ids]
+        # Ids only: a value that is none (null) names no file, and is refused as one (404) when the files are found.
+        sent = [str(value) for value in (self.resume_file_id, *self.attachment_file_ids) if value is not None]
         if len(set(sent)) != len(sent):
             raise FieldError("attachment_file_ids", "Send each file once: as the résumé or as one attachment.")
 

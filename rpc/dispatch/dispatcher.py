@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import msgspec
 import psycopg
 from starlette.requests import Request
 from starlette.responses import Response
@@ -148,7 +149,8 @@ class Dispatcher:
         if proc.upload:
             upload = await read_upload(request, self._settings.files_max_bytes)
             params: Params = upload
-            body: bytes | None = f"{upload.filename}\n{upload.sha256}".encode()  # what a retry must repeat
+            # What a retry must repeat, as the JSON the key's fingerprint is made of.
+            body: bytes | None = msgspec.json.encode({"filename": upload.filename, "sha256": upload.sha256})
         else:
             params, body = await read_params(proc, request)
         try:
