@@ -26,6 +26,7 @@ import tantivy
 
 from rpc.core.types import Connection
 from rpc.db.pool import Pool
+from rpc.search.allocator import limit_malloc_arenas
 from rpc.search.build import build
 from rpc.search.corpus import Corpus
 from rpc.search.slots import IDENTITY_SQL, Generation, Slot, corpus_root
@@ -78,6 +79,7 @@ class SearchIndex:
         cls, corpus: Corpus, root: Path, pool: Pool, database_url: str, flush_seconds: float
     ) -> AsyncIterator[SearchIndex]:
         """This process's index of `corpus` in a slot of its own under `root`, kept up in the background."""
+        limit_malloc_arenas()
         async with pool.connection() as conn:
             identity = await (await conn.execute(IDENTITY_SQL)).fetchone()
         assert identity is not None
