@@ -41,8 +41,13 @@ class Corpus:
     document: Callable[[Mapping[str, Any]], tantivy.Document]
 
     def index(self, path: str | None = None) -> tantivy.Index:
-        """An index of this shape, with its analyzers registered: on disk at `path`, else in memory."""
+        """An index of this shape, with its analyzers registered: on disk at `path`, else in memory.
+
+        Its reader loads again only when told (`reload()` after each commit): with tantivy's default, a watcher
+        reloads on every commit too, and an explicit reload meeting it waits out a 100 ms retry of the index's
+        meta lock, as often as every third commit."""
         index = tantivy.Index(self.schema(), path=path) if path else tantivy.Index(self.schema())
+        index.config_reader(reload_policy="Manual")
         for name, analyzer in self.analyzers().items():
             index.register_tokenizer(name, analyzer)
         return index
