@@ -385,8 +385,9 @@ def test_equal_ranks_are_ordered_by_id_across_the_disk_index_and_the_recent_one(
     view = View(2, main.schema, "id", main.searcher(), 1, recent.searcher(), tuple(row["_id"] for row in rows[1::2]))
     newest_first = list(reversed(ids))
     for offset, limit in ((0, 5), (3, 4), (10, 5)):
-        hits = view.top(tantivy.Query.all_query(), "published_rank", limit, offset)
-        assert [hit.id_in("id") for hit in hits] == newest_first[offset : offset + limit]
+        found = view.top(tantivy.Query.all_query(), "published_rank", limit, offset)
+        assert [hit.id_in("id") for hit in found.hits] == newest_first[offset : offset + limit]
+        assert found.total == len(ids)
     walked, cursor = [], None
     while True:
         params = {"q": "lynx", "per_page": 5, **({"cursor": cursor} if cursor else {})}

@@ -5,7 +5,7 @@ so an answer is exact at `position` whatever the disk index has caught up with."
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import tantivy
@@ -36,6 +36,14 @@ class Hit:
 
 
 @dataclass(frozen=True, slots=True)
+class Found:
+    """A page of matches, and how many match in all."""
+
+    hits: list[Hit]
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
 class View:
     position: int
     schema: tantivy.Schema
@@ -58,18 +66,22 @@ class View:
         """How many documents match."""
         return sum(_count(searcher, part) for searcher, part in self._parts(query))
 
-    def top(self, query: tantivy.Query, rank: str, limit: int, offset: int = 0) -> list[Hit]:
+    def top(self, query: tantivy.Query, rank: str, limit: int, offset: int = 0) -> Found:
         """The matches `offset`..`offset + limit`, largest first by the numeric fast field `rank`, equal ranks
         by id, largest first: a total order, whatever the ranks (ordering by a number is ten times cheaper for
-        the index than by text, and a rank shared by two documents is rare)."""
+        the index than by text, and a rank shared by two documents is rare); and how many match in all, counted
+        in the same pass over them."""
         if limit <= 0:
-            return []
-        hits = [
-            hit for searcher, part in self._parts(query) for hit in _ranked(self, searcher, part, rank, offset + limit)
-        ]
+            return Found([], self.count(query))
+        hits: list[Hit] = []
+        total = 0
+        for searcher, part in self._parts(query):
+            found = _ranked(self, searcher, part, rank, offset + limit)
+            hits += found.hits
+            total += found.total
         shared = {number for number, count in Counter(hit.rank for hit in hits).items() if count > 1}
         hits.sort(key=lambda hit: (hit.rank, hit.id_in(self.id_field) if hit.rank in shared else ""), reverse=True)
-        return hits[offset : offset + limit]
+        return Found(hits[offset : offset + limit], total)
 
     def stored(self, key: str) -> dict[str, list[object]] | None:
         """The stored fields of the document whose id is `key` at this position, or None when it is absent."""
@@ -79,11 +91,13 @@ class View:
                 return dict(searcher.doc(hits[0][1]).to_dict())
         return None
 
-    def terms(self, query: tantivy.Query, field: str) -> Counter[str]:
-        """Every value of the text fast field `field` among the matches, with its exact count."""
-        counts: Counter[str] = Counter()
+    def terms(self, query: tantivy.Query, fields: Sequence[str]) -> dict[str, Counter[str]]:
+        """Every value of each text fast field of `fields` among the matches, with its exact count (all the
+        fields in one pass over the matches)."""
+        counts: dict[str, Counter[str]] = {field: Counter() for field in fields}
         for searcher, part in self._parts(query):
-            counts.update(_terms(searcher, part, field))
+            for field, values in _terms(searcher, part, fields).items():
+                counts[field].update(values)
         return counts
 
 
@@ -92,24 +106,34 @@ def _count(searcher: tantivy.Searcher, query: tantivy.Query) -> int:
     return counted
 
 
-def _terms(searcher: tantivy.Searcher, query: tantivy.Query, field: str) -> dict[str, int]:
-    for size in (_BUCKETS, _EVERY_BUCKET):
-        request = {"terms": {"field": field, "size": size, "segment_size": size}}
-        answer = searcher.aggregate(query, {"values": request})["values"]
-        if not answer.get("sum_other_doc_count") and not answer.get("doc_count_error_upper_bound"):
-            break
-    return {str(bucket["key"]): int(bucket["doc_count"]) for bucket in answer["buckets"]}
+def _terms(searcher: tantivy.Searcher, query: tantivy.Query, fields: Sequence[str]) -> dict[str, dict[str, int]]:
+    answers = searcher.aggregate(query, {field: _buckets(field, _BUCKETS) for field in fields})
+    cut = [field for field in fields if _cut(answers[field])]
+    if cut:  # a field with more values than were asked for: asked again for all of them
+        answers |= searcher.aggregate(query, {field: _buckets(field, _EVERY_BUCKET) for field in cut})
+    return {field: {str(b["key"]): int(b["doc_count"]) for b in answers[field]["buckets"]} for field in fields}
 
 
-def _ranked(view: View, searcher: tantivy.Searcher, query: tantivy.Query, rank: str, limit: int) -> list[Hit]:
+def _buckets(field: str, size: int) -> dict[str, object]:
+    return {"terms": {"field": field, "size": size, "segment_size": size}}
+
+
+def _cut(answer: dict[str, object]) -> bool:
+    """Whether a terms aggregation left values out (its counts would then not be exact)."""
+    return bool(answer.get("sum_other_doc_count") or answer.get("doc_count_error_upper_bound"))
+
+
+def _ranked(view: View, searcher: tantivy.Searcher, query: tantivy.Query, rank: str, limit: int) -> Found:
     """The first `limit` matches of one part by `rank`, with every other match sharing the last one's rank when
-    the cut splits a rank (one more is asked to tell; the id then settles their order)."""
-    found = searcher.search(query, limit=limit + 1, count=False, order_by_field=rank, order=tantivy.Order.Desc).hits
-    hits = [Hit(int(number), searcher, address) for number, address in found]
+    the cut splits a rank (one more is asked to tell; the id then settles their order), and the part's count."""
+    result = searcher.search(query, limit=limit + 1, count=True, order_by_field=rank, order=tantivy.Order.Desc)
+    total: int = result.count  # type: ignore[attr-defined]
+    hits = [Hit(int(number), searcher, address) for number, address in result.hits]
     if len(hits) <= limit or hits[limit].rank != hits[limit - 1].rank:
-        return hits[:limit]
+        return Found(hits[:limit], total)
     last = hits[limit].rank
     same = tantivy.Query.range_query(view.schema, rank, tantivy.FieldType.Unsigned, last, last)
     tied = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (tantivy.Occur.Must, same)])
     group = searcher.search(tied, limit=_count(searcher, tied), count=False).hits
-    return [hit for hit in hits if hit.rank != last] + [Hit(last, searcher, address) for _, address in group]
+    kept = [hit for hit in hits if hit.rank != last]
+    return Found(kept + [Hit(last, searcher, address) for _, address in group], total)

@@ -30,6 +30,13 @@ def _substring(field: str, folded: str) -> tantivy.Query:
     return tantivy.Query.regex_query(_SCHEMA, field, f".*{literal(folded)}.*")
 
 
+@functools.lru_cache(maxsize=4096)
+def starting(field: str, stem: str) -> tantivy.Query:
+    """The terms of `field` that begin with `stem` (a word still being typed). Kept as substrings are: its
+    automaton costs a quarter of a millisecond to compile, more than most searches spend matching."""
+    return tantivy.Query.regex_query(_SCHEMA, field, f"{literal(stem)}.*")
+
+
 def literal(text: str) -> str:
     """`text` as a regular expression that matches just it."""
     return text.translate(_LITERAL)

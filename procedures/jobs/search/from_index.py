@@ -26,12 +26,17 @@ def answer(view: View, search: Search) -> SearchPage:
     matches = matching(search, schema)
     rows: list[tuple[int, Hit]] = []
     wanted = search.per_page + 1  # one more than shown tells whether another page follows
+    # A first page walks every tier once, each pass counting its tier as well: the total costs no pass of its
+    # own. A later page ranges from its cursor, and counts the matches in a pass of their own.
+    after_tier = search.after_tier  # None on a first page
+    total = 0 if after_tier is None else view.count(matches)
     for tier, query in _tiers(search, schema, matches):
-        if search.after_tier is not None and tier > search.after_tier:
-            continue  # every row of a better tier was on earlier pages
-        rows += [(tier, hit) for hit in _page(view, search, tier, query, wanted - len(rows))]
-        if len(rows) >= wanted:
-            break
+        if after_tier is None:
+            found = view.top(query, "published_rank", wanted - len(rows))
+            total += found.total
+            rows += [(tier, hit) for hit in found.hits]
+        elif tier <= after_tier and len(rows) < wanted:
+            rows += [(tier, hit) for hit in _after(view, search, tier, query, wanted - len(rows))]
     shown = rows[: search.per_page]
     following = None
     if len(rows) > search.per_page:
@@ -39,10 +44,10 @@ def answer(view: View, search: Search) -> SearchPage:
         following = search.following(tier, _published(last.rank), last.id_in("id"))
     facets: Facets | msgspec.UnsetType = msgspec.UNSET
     if search.facets:
-        facets = FacetCounts({name: view.terms(matches, name) for name in NAMES}).shown()
+        facets = FacetCounts(view.terms(matches, NAMES)).shown()
     return SearchPage(
         data=[_shown.decode(hit.stored("shown")) for _, hit in shown],  # type: ignore[arg-type]
-        total=view.count(matches),
+        total=total,
         page=search.page,
         per_page=search.per_page,
         next_cursor=following,
@@ -75,11 +80,12 @@ def _tiers(search: Search, schema: tantivy.Schema, matches: tantivy.Query) -> li
     ]
 
 
-def _page(view: View, search: Search, tier: int, query: tantivy.Query, wanted: int) -> list[Hit]:
+def _after(view: View, search: Search, tier: int, query: tantivy.Query, wanted: int) -> list[Hit]:
     """Up to `wanted` rows of one tier, newest first, after the cursor when it stopped in this tier."""
     after = search.after
-    if after is None or tier != search.after_tier:
-        return view.top(query, "published_rank", wanted)
+    assert after is not None
+    if tier != search.after_tier:
+        return view.top(query, "published_rank", wanted).hits
     # From the cursor's rank down (a number the index can range over); those of that very rank at or before the
     # cursor's row, by id, are left out here (a rank holds the time and 12 bits of the id: a handful at most).
     start = rank(after.published_at, after.id)
@@ -88,7 +94,7 @@ def _page(view: View, search: Search, tier: int, query: tantivy.Query, wanted: i
     )
     fetch = wanted + _FIRST_FETCH
     while True:
-        hits = view.top(ranged, "published_rank", fetch)
+        hits = view.top(ranged, "published_rank", fetch).hits
         kept = [hit for hit in hits if hit.rank < start or hit.id_in("id") < after.id]
         if len(kept) >= wanted or len(hits) < fetch:
             return kept[:wanted]

@@ -31,5 +31,5 @@ def newest(
     if employment_type is not None:
         conditions.append(tantivy.Query.term_query(schema, "employment_type", employment_type))
     query = every(conditions)
-    page = [bytes(hit.stored("shown")) for hit in view.top(query, "created_rank", limit, offset)]  # type: ignore[call-overload]
-    return page, view.count(query)
+    found = view.top(query, "created_rank", limit, offset)
+    return [bytes(hit.stored("shown")) for hit in found.hits], found.total  # type: ignore[call-overload]

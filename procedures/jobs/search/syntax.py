@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import tantivy
 
-from procedures.jobs.search.filters import literal
+from procedures.jobs.search.filters import literal, starting
 from procedures.jobs.search.text import analyzer, fold
 
 _CHUNKS = re.compile(r'-?"[^"]*"?|[^\s"]+')
@@ -119,9 +119,9 @@ def _match(operand: Operand, schema: tantivy.Schema, field: str, prefixes: Prefi
     if len(terms) == 1:
         stem = operand.terms[0][1]
         if operand.prefix:
-            pattern = literal(stem) + ".*"
             if prefixes is None:
-                return tantivy.Query.regex_query(schema, field, pattern)
+                return starting(field, stem)
+            pattern = literal(stem) + ".*"
             if pattern not in prefixes:
                 prefixes[pattern] = tantivy.Query.regex_query(schema, field, pattern)
             return prefixes[pattern]
