@@ -11,6 +11,8 @@ from typing import Annotated, Any, ClassVar
 
 import msgspec
 
+from procedures.alerts.shapes import COLUMNS as ALERT_COLUMNS
+from procedures.alerts.shapes import Alert
 from procedures.common import NO_NUL, Moment, moment
 from procedures.files import files_of
 from rpc.audit import entries
@@ -44,11 +46,16 @@ class ExportedApplication(Struct, frozen=True, kw_only=True):
     history: list[StatusChange]
 
 
+class ExportedAlert(Alert, frozen=True, kw_only=True):
+    last_sent_at: dt.datetime | None
+
+
 class Export(Struct, frozen=True, kw_only=True):
     """Everything held about the caller."""
 
     profile: Profile
     applications: list[ExportedApplication]
+    alerts: list[ExportedAlert]
     files: list[ExportedFile]
     api_keys: list[ExportedApiKey]
     oauth_grants: list[ExportedGrant]
@@ -67,13 +74,19 @@ WHERE a.candidate_id = %(id)s
 ORDER BY a.created_at DESC, a.id DESC
 """
 
+_ALERTS = f"SELECT {ALERT_COLUMNS}, last_sent_at FROM job_alerts WHERE user_id = %(id)s ORDER BY created_at, id"
+
 
 async def document(conn: Connection, held: Held) -> Export:
-    """The export: what the framework holds of the person, and their applications with their history."""
-    rows = await (await conn.execute(_APPLICATIONS, {"id": held.profile.id})).fetchall()
+    """The export: what the framework holds of the person, their applications with their history, and their
+    job alerts."""
+    person = {"id": held.profile.id}
+    applications = await (await conn.execute(_APPLICATIONS, person)).fetchall()
+    alerts = await (await conn.execute(_ALERTS, person)).fetchall()
     return Export(
         profile=held.profile,
-        applications=[ExportedApplication(**row) for row in rows],
+        applications=[ExportedApplication(**row) for row in applications],
+        alerts=[ExportedAlert(**row) for row in alerts],
         files=held.files,
         api_keys=held.api_keys,
         oauth_grants=held.oauth_grants,

@@ -22,7 +22,7 @@ from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, eventually, 
 from tests.test_oauth import App, oauth_error, refresh, register, tokens
 
 Call = Callable[..., httpx.Response]
-EXPORT_KEYS = {"profile", "applications", "files", "api_keys", "oauth_grants", "sessions", "audit"}
+EXPORT_KEYS = {"profile", "applications", "alerts", "files", "api_keys", "oauth_grants", "sessions", "audit"}
 ENTRY_KEYS = {"id", "at", "actor_id", "actor_kind", "action", "target_id", "client_address", "user_agent"}
 
 
@@ -115,6 +115,7 @@ def test_export_holds_everything_about_the_caller(call: Call, admin: Admin, empl
         for _ in range(3)
     ]
     ok(call("applications.update_status", employer, id=applied[0]["id"], status="reviewed"))
+    saved = ok(call("alerts.create", person, q=marks["name"], location="Kadikoy", frequency="daily"))
     exported = ok(call("profile.export", person))
     assert set(exported) == EXPORT_KEYS
     assert exported["profile"]["email"] == person.email and exported["profile"]["display_name"] == marks["name"]
@@ -125,6 +126,7 @@ def test_export_holds_everything_about_the_caller(call: Call, admin: Admin, empl
         ("reviewed", employer.user_id),
     ]
     assert all(a["cover_letter"] == marks["letter"] for a in exported["applications"])
+    assert exported["alerts"] == [{**saved, "last_sent_at": None}]
     assert exported["api_keys"] == [] and exported["oauth_grants"] == []
     entry = exported["audit"][0]
     assert set(entry) == ENTRY_KEYS
