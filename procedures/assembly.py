@@ -14,6 +14,7 @@ from procedures.alerts.matcher import Matcher
 from procedures.billing import panel as billing_panel
 from procedures.billing.provider import PayTR, PayTRSettings
 from procedures.billing.settlement import EXPIRY
+from procedures.files import FILE_HOLDERS
 from procedures.jobs.search.corpus import JOBS
 from procedures.privacy import PRIVACY
 from procedures.public_pages import routes as public_pages
@@ -39,6 +40,7 @@ def business(settings: Settings) -> Business:
         providers={"paytr": PayTR()},
         periodic={"expire_subscriptions": EXPIRY, "job_alerts": Matcher(settings).periodic()},
         privacy=PRIVACY,
+        file_holders=FILE_HOLDERS,
         panel_routes=[*billing_panel.routes, *alert_pages.routes],
         public_routes=[*public_pages.routes(settings), *alert_pages.public_routes],
         probes={PROBE: PROBE_SQL},

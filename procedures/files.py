@@ -37,6 +37,8 @@ WHERE f.id = %(id)s
            JOIN jobs AS j ON j.id = a.job_id
            WHERE af.file_id = f.id AND j.account_id = %(account_id)s)))
 """
+# The applications a File was sent with keep it from the files sweep (`Business.file_holders`).
+FILE_HOLDERS = ("SELECT FROM application_files AS af WHERE af.file_id = f.id",)
 _OWNED = f"SELECT {COLUMNS} FROM files WHERE id = ANY(%(ids)s) AND owner_id = %(user_id)s FOR KEY SHARE"
 
 

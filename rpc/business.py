@@ -33,5 +33,8 @@ class Business:
     probes: Mapping[str, str] = field(default_factory=dict)
     # The business's share of a person's privacy: erasure and retention in its tables, the export's document.
     privacy: PrivacySteps = field(default_factory=PrivacySteps)
+    # Queries over the business's rows that refer to the File `f.id` (`SELECT FROM t WHERE t.file_id = f.id`): the
+    # files sweep keeps a File while any of them finds a row.
+    file_holders: Sequence[str] = ()
     # Collections each server process keeps a search index of (`ctx.indexes[name]`), fed by their change logs.
     corpora: Sequence[Corpus] = ()

@@ -157,7 +157,7 @@ def periodic_work(settings: Settings, business: Business) -> dict[str, Periodic]
         "forget_expired": housekeeping.PERIODIC,
         "forget_idempotency_keys": idempotency.PERIODIC,
         "retention": retention.periodic(settings, business.privacy.retention),
-        **sweep.periodic(settings),
+        **sweep.periodic(settings, business.file_holders),
         "disable_failing_endpoints": disabling.periodic(settings),
         **business.periodic,
     }

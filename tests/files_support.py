@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from procedures.files import FILE_HOLDERS
 from rpc.core.types import Connection
 from rpc.files.store import Store
 from rpc.files.sweep import sweep, sweep_strays
@@ -108,7 +109,7 @@ def run_sweep(database_url: str, store: Store, *, now: dt.datetime | None = None
 
 
 async def _one(conn: Connection, store: Store, now: dt.datetime | None, strays: bool) -> Any:
-    return await sweep_strays(conn, store, now=now) if strays else await sweep(conn, store, now=now)
+    return await sweep_strays(conn, store, now=now) if strays else await sweep(conn, store, FILE_HOLDERS, now=now)
 
 
 async def keys(store: Store) -> set[str]:

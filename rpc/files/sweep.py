@@ -1,7 +1,7 @@
 """The files sweep, run by the delivery workers: bytes whose File is gone are deleted from the store; Files that
-no application or profile refers to are deleted 24 hours after their upload (their bytes follow on the next
-run); and, hourly, bytes that no File names (an upload whose row never committed, a draft a crash left) are
-deleted once they are an hour old, well past any upload still in flight.
+no profile and no row of the business (`Business.file_holders`) refers to are deleted 24 hours after their
+upload (their bytes follow on the next run); and, hourly, bytes that no File names (an upload whose row never
+committed, a draft a crash left) are deleted once they are an hour old, well past any upload still in flight.
 
 Bytes are deleted only for deletions already committed: deleting them in the transaction that deletes the rows
 could leave, were it rolled back, Files whose bytes are missing.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Sequence
 
 import psycopg
 
@@ -34,14 +35,20 @@ _EXPIRE = """
 DELETE FROM files WHERE id IN (
     SELECT f.id FROM files AS f
     WHERE f.created_at < %(before)s
-      AND NOT EXISTS (SELECT FROM application_files AS af WHERE af.file_id = f.id)
-      AND NOT EXISTS (SELECT FROM users AS u WHERE u.resume_file_id = f.id)
+      AND NOT EXISTS (SELECT FROM users AS u WHERE u.resume_file_id = f.id){held}
     ORDER BY f.created_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
 """
 _NAMED = "SELECT id::text AS id FROM files WHERE id = ANY(%(ids)s::uuid[])"
 
 
-async def sweep(conn: Connection, store: Store, *, now: dt.datetime | None = None) -> dict[str, int]:
+def expiring(holders: Sequence[str]) -> str:
+    """The statement that expires unreferenced Files: none that a profile or any of `holders` refers to."""
+    return _EXPIRE.format(held="".join(f"\n      AND NOT EXISTS ({holder})" for holder in holders))
+
+
+async def sweep(
+    conn: Connection, store: Store, holders: Sequence[str], *, now: dt.datetime | None = None
+) -> dict[str, int]:
     """One batch of bytes deleted, one of unreferenced Files expired, in `conn`'s transaction."""
     moment = now or dt.datetime.now(dt.UTC)
     rows = await (await conn.execute(_GONE, {"batch": BATCH})).fetchall()
@@ -51,7 +58,7 @@ async def sweep(conn: Connection, store: Store, *, now: dt.datetime | None = Non
     await conn.execute(_FORGET, {"ids": ids})
     try:
         async with conn.transaction():
-            cursor = await conn.execute(_EXPIRE, {"before": moment - UNREFERENCED_FOR, "batch": BATCH})
+            cursor = await conn.execute(expiring(holders), {"before": moment - UNREFERENCED_FOR, "batch": BATCH})
             expired = max(cursor.rowcount, 0)
     except psycopg.errors.ForeignKeyViolation:  # referenced meanwhile by an application or a profile
         expired = 0
@@ -74,12 +81,12 @@ async def sweep_strays(conn: Connection, store: Store, *, now: dt.datetime | Non
     return deleted
 
 
-def periodic(settings: Settings) -> dict[str, Periodic]:
+def periodic(settings: Settings, holders: Sequence[str]) -> dict[str, Periodic]:
     """The sweep every minute and the strays' hourly, on the deployment's store."""
     store = open_store(settings)
 
     async def run(conn: Connection, emitter: EventSink) -> None:
-        log.info("files sweep: %s", await sweep(conn, store))
+        log.info("files sweep: %s", await sweep(conn, store, holders))
 
     async def strays(conn: Connection, emitter: EventSink) -> None:
         log.info("files sweep: %d stray objects deleted", await sweep_strays(conn, store))
