@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import importlib
 import shutil
 import signal
 import sys
@@ -44,14 +45,26 @@ from rpc.settings import Settings
 # Entry point
 # ---------------------------------------------------------------------------------------------------------
 
+# Scenarios with a database and processes of their own, outside the table (docs/benchmarks.md): `--only NAME`
+# runs one, with `--quick` and `--json` handed on; each is also `python -m bench.<module>`.
+APART = {
+    "feed": "bench.public_feed",
+    "alerts": "bench.alerts",
+    "restarts": "bench.restarts",
+    "recover": "bench.recover",
+}
 
-def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None]:
+
+def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None, tuple[str, list[str]] | None]:
+    """The table's configuration, where to write its JSON and logs; or, for a scenario apart, its arguments."""
     parser = argparse.ArgumentParser(prog="bin/bench", description=main.__doc__)
     parser.add_argument("--quick", action="store_true", help="10,000 jobs, one short round: under a minute")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE")
     parser.add_argument("--seconds", type=int, help="seconds per wrk run (default 10, quick 2)")
     parser.add_argument("--rounds", type=int, help="rounds of every scenario (default 3, quick 1)")
-    parser.add_argument("--only", choices=[CHANGES, SEARCH, WEBHOOKS], help="measure only this scenario")
+    parser.add_argument(
+        "--only", choices=[CHANGES, SEARCH, WEBHOOKS, *APART], help="measure only this scenario (docs/benchmarks.md)"
+    )
     parser.add_argument("--logs", type=Path, metavar="DIR", help="keep the output of every process started in DIR")
     parser.add_argument("--concurrency", type=int, help=f"bin/worker --concurrency (default {WORKER_CONCURRENCY})")
     parser.add_argument(
@@ -59,6 +72,9 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None]:
     )
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
+    if args.only in APART:
+        handed = ["--quick"] * args.quick + (["--json", str(args.json)] if args.json is not None else [])
+        return config, None, None, (APART[args.only], handed)
     if args.concurrency is not None:
         config = dataclasses.replace(config, worker_concurrency=max(1, args.concurrency))
     if args.seconds is not None:
@@ -67,7 +83,7 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None]:
         config = dataclasses.replace(config, rounds=max(1, args.rounds))
     if args.only is not None:
         config = dataclasses.replace(config, only=args.only)
-    return dataclasses.replace(config, server=args.server), args.json, args.logs
+    return dataclasses.replace(config, server=args.server), args.json, args.logs, None
 
 
 def keep_logs(work: Path, logs: Path) -> None:
@@ -102,7 +118,11 @@ def benchmark(config: Config, say: Progress, logs: Path | None) -> Report:
 
 def main(argv: list[str] | None = None) -> None:
     """bin/bench: seed a private database, measure the service beside a bare Starlette ceiling, print a table."""
-    config, json_path, logs = options(argv)
+    config, json_path, logs, apart = options(argv)
+    if apart is not None:
+        module, handed = apart
+        importlib.import_module(module).main(handed)
+        return
     say = Progress()
     signal.signal(signal.SIGINT, interrupt)  # also when started with SIGINT ignored (a background job)
     signal.signal(signal.SIGTERM, interrupt)

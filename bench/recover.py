@@ -115,13 +115,13 @@ def run(quick: bool, say: Progress) -> Figures:
         return figures
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.recover", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--quick", action="store_true", help=f"{QUICK_DELIVERIES:,} deliveries, not {FULL_DELIVERIES:,}"
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     figures = run(args.quick, Progress())
     print(
         f"recovering {figures.deliveries:,} failed deliveries: queued in {figures.queue_seconds} s; one worker "

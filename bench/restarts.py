@@ -172,11 +172,11 @@ def run(quick: bool, say: Progress) -> dict[str, Figures]:
     return results
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.restarts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_SECONDS:g} s of writes each, not a minute")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     say = Progress()
     results = run(args.quick, say)
     steady, restarts = results["steady"], results["restarts"]
