@@ -131,16 +131,16 @@ def test_an_instant_alert_mails_the_jobs_it_matches_once(
     assert [row["job_id"] for row in matches(admin, mine["id"])] == [wanted, other]
 
 
-def test_the_jobs_of_one_moment_share_one_mail(
+def test_the_jobs_of_one_moment_share_one_mail_that_links_every_one(
     call: Call, admin: Admin, smtp: SmtpServer, employer: User, person: User
 ) -> None:
     mine = alert(call, person, q='"quokka keeper"', frequency="instant")
-    jobs = [draft(call, employer, title=f"Quokka Keeper {n}") for n in range(3)]
+    jobs = [draft(call, employer, title=f"Quokka Keeper {n}") for n in range(53)]  # more than a screenful
     publish_together(admin, jobs)
-    matched(admin, mine["id"], 3, taken=True)
+    matched(admin, mine["id"], 53, taken=True)
     mail = smtp.inbox.wait_for(person.email)
     assert links(mail) == {f"{PUBLIC_URL}/jobs/{job}" for job in jobs}
-    assert mail.message["Subject"] == "3 new jobs for your job alert"
+    assert mail.message["Subject"] == "53 new jobs for your job alert"
     assert len(smtp.inbox.to(person.email)) == 1
 
 

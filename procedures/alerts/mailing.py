@@ -22,7 +22,6 @@ from rpc.settings import Settings
 KIND = "job_alert"
 SUBJECTS = {KIND: "{headline} for your job alert"}  # our words and a count only: never the person's own text
 MOST_ALERTS = 250  # mailed in one tick by one worker (its locks held meanwhile); the rest wait for the next
-MOST_SHOWN = 50  # jobs listed in one message, newest first
 
 _DUE = """
 SELECT a.id::text AS id, a.q, a.location, a.company, a.employment_type, a.frequency, u.email,
@@ -84,13 +83,13 @@ class Mailer:
         unsubscribe = f"{self._public_url}/alerts/unsubscribe/{unsubscribe_token(self._secret_key, alert['id'])}"
         count = len(jobs)
         headline = f"{count} new job" if count == 1 else f"{count} new jobs"
-        shown = [{**job, "url": f"{self._public_url}/jobs/{job['id']}"} for job in jobs[:MOST_SHOWN]]
+        # Every job taken is listed, newest first: a match left out of its message would never be sent at all.
+        shown = [{**job, "url": f"{self._public_url}/jobs/{job['id']}"} for job in jobs]
         context = {
             "headline": headline,
             "daily": alert["frequency"] == "daily",
             "search": describe(alert),
             "jobs": shown,
-            "more": count - len(shown),
             "unsubscribe": unsubscribe,
             "manage": f"{self._public_url}/panel/alerts",
         }
