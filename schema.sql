@@ -599,6 +599,8 @@ CREATE TABLE IF NOT EXISTS events (
     -- The webhook envelope rendered once: every attempt of every delivery sends these exact bytes.
     body         bytea          NOT NULL,
     created_at   timestamptz(0) NOT NULL,
+    -- In the order of emission: events of one second are listed newest first by it (events.list).
+    seq          bigint         GENERATED ALWAYS AS IDENTITY,
     CONSTRAINT events_pkey PRIMARY KEY (id)
 );
 CREATE INDEX IF NOT EXISTS events_created_idx ON events (created_at DESC);

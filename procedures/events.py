@@ -10,6 +10,7 @@ fingerprint, so that a cursor of another query or a forged one is a `422` on `cu
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar
 
@@ -21,6 +22,7 @@ from procedures.vocabulary import EVENT_KINDS
 from rpc.audit.entries import AUDIT_ROLES
 from rpc.core.cursor import CursorCodec
 from rpc.core.envelope import FieldError, Params, Struct
+from rpc.core.errors import InvalidParams
 from rpc.core.registry import procedure
 from rpc.dispatch.context import Context
 from rpc.privacy.retention import RetentionSettings
@@ -33,15 +35,15 @@ Kind = Annotated[
     str, msgspec.Meta(max_length=100, description="An event kind.", extra_json_schema={"enum": list(EVENT_KINDS)})
 ]
 
-# Through the GIN index on account_ids; newest first, the id breaking ties of one second.
+# Through the GIN index on account_ids; newest first, the order of emission breaking ties of one second.
 _PAGE = """
-SELECT id::text AS id, body, created_at FROM events
+SELECT id::text AS id, seq, body, created_at FROM events
 WHERE account_ids @> ARRAY[%(account_id)s::uuid] AND kind <> 'webhook.test' AND body <> ''::bytea
   AND created_at >= now() - make_interval(days => %(days)s)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s)
-  AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
-  AND (%(after_at)s::timestamptz IS NULL OR (created_at, id) < (%(after_at)s, %(after_id)s::uuid))
-ORDER BY created_at DESC, id DESC
+  AND (%(since)s::timestamptz IS NULL OR created_at >= date_trunc('second', %(since)s::timestamptz))
+  AND (%(after_at)s::timestamptz IS NULL OR (created_at, seq) < (%(after_at)s, %(after_seq)s::bigint))
+ORDER BY created_at DESC, seq DESC
 LIMIT %(limit)s
 """
 
@@ -90,6 +92,34 @@ class EventPage(Struct, frozen=True, kw_only=True):
 _envelope = msgspec.json.Decoder(_Envelope)
 
 
+class _Place(msgspec.Struct, frozen=True, array_like=True):
+    """Where a page stopped: the query it belongs to, the next page's number, and its last event's place."""
+
+    query: str
+    page: int
+    created_at: dt.datetime
+    seq: int
+
+
+_place = msgspec.json.Decoder(_Place)
+
+
+def _after(cursors: CursorCodec, cursor: str, query: str) -> _Place:
+    """The place a cursor names; `422` (field `cursor`) if it is not one this list handed out for this query."""
+    raw = cursors.decode(cursor)
+    try:
+        place = _place.decode(raw if raw is not None else b"")
+    except (ValueError, msgspec.DecodeError) as exc:
+        raise _refused("The cursor is malformed; pass next_cursor exactly as it was returned.") from exc
+    if place.query != query:
+        raise _refused("The cursor belongs to another query; repeat every parameter but cursor and per_page.")
+    return place
+
+
+def _refused(message: str) -> InvalidParams:
+    return InvalidParams([{"field": "cursor", "message": message}])
+
+
 @procedure("events.list", scope="read:events", roles=AUDIT_ROLES)
 async def list_events(ctx: Context, params: ListEvents) -> EventPage:
     """Your account's events, newest first, each exactly as its webhooks delivered it; filtered by `event` (a
@@ -98,15 +128,15 @@ async def list_events(ctx: Context, params: ListEvents) -> EventPage:
     since = moment("since", params.since)
     query = codec.fingerprint({"event": params.event, "since": since.isoformat() if since else None})
     cursors = CursorCodec(ctx.settings.secret_key, "events.list")
-    position = codec.decode(cursors, params.cursor, query) if params.cursor is not None else None
+    position = _after(cursors, params.cursor, query) if params.cursor is not None else None
     days = ctx.settings.section("RETENTION_", RetentionSettings).webhook_days
     values = {
         "account_id": ctx.principal.account_id,
         "days": days,
         "kind": params.event,
         "since": since,
-        "after_at": position.published_at if position else None,
-        "after_id": position.id if position else None,
+        "after_at": position.created_at if position else None,
+        "after_seq": position.seq if position else None,
         "limit": params.per_page + 1,
     }
     rows = await (await ctx.conn.execute(_PAGE, values)).fetchall()
@@ -115,7 +145,7 @@ async def list_events(ctx: Context, params: ListEvents) -> EventPage:
     if len(rows) > params.per_page:
         last = rows[params.per_page - 1]
         page = position.page + 1 if position else 2
-        next_cursor = codec.encode(cursors, codec.Position(query, page, last["created_at"], last["id"]))
+        next_cursor = cursors.encode(msgspec.json.encode(_Place(query, page, last["created_at"], last["seq"])))
     return EventPage(data=data, next_cursor=next_cursor)
 
 

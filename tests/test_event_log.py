@@ -58,14 +58,6 @@ def _walk(call: Call, who: User | str, **params: Any) -> list[list[dict[str, Any
             return pages
 
 
-def _newest_first(admin: Admin, ids: list[str]) -> list[str]:
-    rows = admin.sql(
-        "SELECT id::text AS id FROM events WHERE id = ANY(%(ids)s::uuid[]) ORDER BY created_at DESC, id DESC",
-        {"ids": ids},
-    )
-    return [row["id"] for row in rows]
-
-
 def test_each_entry_is_the_envelope_its_webhook_delivered(
     call: Call, admin: Admin, receiver: Receiver, employer: User
 ) -> None:
@@ -84,14 +76,26 @@ def test_each_entry_is_the_envelope_its_webhook_delivered(
 def test_paging_walks_every_event_once_newest_first(call: Call, admin: Admin) -> None:
     boss = admin.user("employer")
     closed = _emit(admin, "job.closed", [boss.account_id], 3)
-    ids = _emit(admin, "job.updated", [boss.account_id], 45) + closed
+    updated = _emit(admin, "job.updated", [boss.account_id], 45)
     pages = _walk(call, boss, per_page=10)
     assert [len(page) for page in pages] == [10, 10, 10, 10, 8]
     walked = [entry["id"] for page in pages for entry in page]
-    assert walked == _newest_first(admin, ids), "each once, newest first"
+    # Dozens of events a second: those of one second too come newest first, in the reverse of their emission.
+    assert walked == list(reversed(closed + updated)), "each once, newest first"
     assert [e["id"] for e in ok(call("events.list", boss))["data"]] == walked[:20], "20 a page by default"
     only_closed = [e["id"] for p in _walk(call, boss, event="job.closed", per_page=2) for e in p]
     assert only_closed == [event for event in walked if event in closed]
+
+
+def test_since_is_to_the_second_an_event_is_stamped_with(call: Call, admin: Admin) -> None:
+    boss = admin.user("employer")
+    [event] = _emit(admin, "job.updated", [boss.account_id])
+    [entry] = ok(call("events.list", boss))["data"]
+    stamped = dt.datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00"))
+    late_in_that_second = (stamped + dt.timedelta(milliseconds=999)).isoformat()
+    assert [e["id"] for e in ok(call("events.list", boss, since=late_in_that_second))["data"]] == [event]
+    next_second = (stamped + dt.timedelta(seconds=1)).isoformat()
+    assert ok(call("events.list", boss, since=next_second))["data"] == []
 
 
 def test_since_and_event_filter(call: Call, admin: Admin) -> None:
@@ -216,7 +220,6 @@ def test_the_reconciliation_loop_of_the_docs_runs_as_written(admin: Admin, live:
         row["id"]: json.loads(bytes(row["body"]))
         for row in admin.sql("SELECT id::text AS id, body FROM events WHERE id = ANY(%(ids)s::uuid[])", {"ids": missed})
     }
-    oldest_first = _newest_first(admin, missed)[::-1]
-    assert store.processed == [("job.updated", bodies[event]["data"]["job_id"]) for event in oldest_first]
+    assert store.processed == [("job.updated", bodies[event]["data"]["job_id"]) for event in missed], "as emitted"
     namespace["reconcile"](store)
     assert len(store.processed) == len(missed), "nothing twice"
