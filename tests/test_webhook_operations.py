@@ -130,6 +130,28 @@ def test_recover_after_the_receiver_came_back_delivers_each_failed_event_once(
         assert request.body == failed_ids[key] and request.headers["webhook-id"] == key, "the same event again"
 
 
+def test_recover_takes_events_since_the_time_and_only_while_they_are_kept(
+    browser: tuple[Browser, User], admin: Admin, receiver: Receiver
+) -> None:
+    panel, _ = browser
+    hook = receiver.hook(default=Reply(500))
+    endpoint_id = _failing(panel, admin, hook, events=3)
+    emptied, older, recent = dict.fromkeys(r.envelope["idempotency_key"] for r in hook.received())  # each tried often
+    admin.sql("UPDATE events SET body = ''::bytea WHERE id = %(id)s", {"id": emptied})  # as retention leaves it
+    # An event of two hours ago whose delivery is recent (as a delivery redelivered on its own would be).
+    admin.sql("UPDATE events SET created_at = created_at - interval '2 hours' WHERE id = %(id)s", {"id": older})
+    hook.answer(default=Reply(200))
+    page = open_page(panel, f"/panel/webhooks/{endpoint_id}")
+    action = f"/panel/webhooks/{endpoint_id}/redeliver"
+    too_old = (dt.datetime.now(dt.UTC) - dt.timedelta(days=31)).strftime("%Y-%m-%dT%H:%M")
+    refused_page = submit(panel, page, action, {"since": too_old})
+    assert refused_page.status_code == 400 and "Events are kept 30 days" in text(refused_page)
+    since = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
+    assert see_other(submit(panel, page, action, {"since": since})).endswith("notice=redelivered_many&queued=1")
+    wait_for(admin, endpoint_id, ["failed"] * 3 + ["succeeded"])
+    assert [r.envelope["idempotency_key"] for r in hook.received() if r.status == 200] == [recent]
+
+
 def test_pressing_recover_twice_at_once_queues_each_event_once(
     browser: tuple[Browser, User], admin: Admin, receiver: Receiver, database: str
 ) -> None:

@@ -64,23 +64,27 @@ SELECT ep.id FROM webhook_endpoints AS ep JOIN webhook_deliveries AS d ON d.endp
 WHERE d.id = %(id)s AND ep.account_id = %(account_id)s
 FOR UPDATE OF ep
 """
+# An event whose body retention emptied (RETENTION_WEBHOOK_DAYS) is not delivered again: there is nothing to send.
 _REDELIVER = """
 INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at)
 SELECT d.event_id, d.endpoint_id, now()
-FROM webhook_deliveries AS d JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
-WHERE d.id = %(id)s AND ep.account_id = %(account_id)s AND d.status = 'failed'
+FROM webhook_deliveries AS d JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id JOIN events AS e ON e.id = d.event_id
+WHERE d.id = %(id)s AND ep.account_id = %(account_id)s AND d.status = 'failed' AND e.body <> ''::bytea
   AND NOT EXISTS (  -- redelivered already: a second click does not send it twice
       SELECT FROM webhook_deliveries AS later
       WHERE later.event_id = d.event_id AND later.endpoint_id = d.endpoint_id AND later.created_at > d.created_at
   )
 RETURNING id::text AS id
 """
+# The events since `since` (by the event's time: a delivery of an older event redelivered later is not one of
+# them); a delivery is never older than its event, so its own time narrows the search first.
 _REDELIVER_SINCE = """
 INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at)
 SELECT d.event_id, d.endpoint_id, now()
-FROM webhook_deliveries AS d JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id
+FROM webhook_deliveries AS d JOIN webhook_endpoints AS ep ON ep.id = d.endpoint_id JOIN events AS e ON e.id = d.event_id
 WHERE d.endpoint_id = %(endpoint_id)s AND ep.account_id = %(account_id)s
   AND d.status = 'failed' AND d.created_at >= %(since)s
+  AND e.created_at >= date_trunc('second', %(since)s::timestamptz) AND e.body <> ''::bytea
   AND NOT EXISTS (  -- redelivered already: only the latest delivery of an event to the endpoint counts
       SELECT FROM webhook_deliveries AS later
       WHERE later.event_id = d.event_id AND later.endpoint_id = d.endpoint_id AND later.created_at > d.created_at
@@ -219,8 +223,8 @@ class Webhooks:
     async def redeliver_failed_since(
         self, conn: Connection, account_id: str, endpoint_id: str, since: dt.datetime
     ) -> list[str]:
-        """Redeliver every delivery of the endpoint that failed and was created at or after `since`, unless
-        it was redelivered already (asking twice does not send everything twice)."""
+        """Redeliver every event since `since` whose latest delivery to the endpoint failed (asking twice does
+        not send anything twice), while its body is kept."""
         await self._row(conn, account_id, endpoint_id, lock=True)
         cursor = await conn.execute(
             _REDELIVER_SINCE, {"endpoint_id": endpoint_id, "account_id": account_id, "since": since}

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from rpc.outbox.endpoints import ROTATION_OVERLAP, Endpoint, InvalidEndpoint
 from rpc.panel import deliveries, reveals
 from rpc.panel.handler import Panel, page
+from rpc.privacy.retention import RetentionSettings
 from rpc.web.pages import redirect
 
 SINCE_FORMAT = "%Y-%m-%dT%H:%M"
@@ -152,8 +153,8 @@ async def send_test(panel: Panel) -> Response:
 
 @page
 async def redeliver_since(panel: Panel) -> Response:
-    """`POST /panel/webhooks/{id}/redeliver` with `since` (UTC): every failed delivery created since then, again
-    (those redelivered already are left alone)."""
+    """`POST /panel/webhooks/{id}/redeliver` with `since` (UTC): every event since then whose delivery failed,
+    again (those redelivered already are left alone); at most RETENTION_WEBHOOK_DAYS back, as events are kept."""
     endpoint = await _get(panel)
     raw = panel.field("since").strip()
     try:
@@ -162,6 +163,13 @@ async def redeliver_since(panel: Panel) -> Response:
         error = "Give a date and time (UTC), e.g. 2026-11-21T09:00."
         return await _endpoint(panel, endpoint, status=400, errors={"since": error}, since=raw)
     since = since.replace(tzinfo=dt.UTC) if since.tzinfo is None else since
+    days = panel.services.settings.section("RETENTION_", RetentionSettings).webhook_days
+    oldest = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
+    if since < oldest:
+        error = (
+            f"Events are kept {days} days (RETENTION_WEBHOOK_DAYS): choose a time after {oldest:%Y-%m-%dT%H:%M} (UTC)."
+        )
+        return await _endpoint(panel, endpoint, status=400, errors={"since": error}, since=raw)
     async with panel.conn.transaction():
         queued = await panel.services.webhooks.redeliver_failed_since(panel.conn, panel.account_id, endpoint.id, since)
     if not queued:
