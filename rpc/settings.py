@@ -245,6 +245,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             )
         if len(self.secret_key) < 32:
             raise SettingsError("SERVICE_SECRET_KEY must be at least 32 characters")
+        if self.production and urllib.parse.urlsplit(self.public_url).scheme != "https":
+            raise SettingsError(
+                "a production deployment needs an https:// PUBLIC_URL: the links it mails (sign-up, reset, "
+                "invitations, the job alerts' one-click unsubscribe), its job pages and its OAuth issuer are made "
+                "from it"
+            )
 
 
 def _floats(text: str) -> list[float]:

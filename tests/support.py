@@ -73,8 +73,9 @@ def settings_for(database_url: str, **env: str) -> Settings:
         "SERVICE_SECRET_KEY": TEST_SECRET_KEY,
         "SIGNIN_LIMIT_PER_ADDRESS": "100000/minute",
     }
-    if env.get("SERVICE_ENV") == "production":  # production needs a mail server; nothing listens on this one
-        base["SMTP_URL"] = "smtp://127.0.0.1:9"
+    if env.get("SERVICE_ENV") == "production":  # production needs a mail server (nothing listens on this one)
+        base["SMTP_URL"] = "smtp://127.0.0.1:9"  # and an https address
+        base["PUBLIC_URL"] = "https://hire.example"
     return Settings.from_env({**base, **env})
 
 

@@ -134,7 +134,12 @@ def test_api_keys_are_for_employers_and_admins(db_env: dict[str, str]) -> None:
 
 
 def test_mint_token_is_refused_in_production(db_env: dict[str, str]) -> None:
-    env = {**db_env, "SERVICE_ENV": "production", "SMTP_URL": "smtp://127.0.0.1:9"}
+    env = {
+        **db_env,
+        "SERVICE_ENV": "production",
+        "SMTP_URL": "smtp://127.0.0.1:9",
+        "PUBLIC_URL": "https://hire.example",
+    }
     done = run("admin", "mint-token", "--email", "boss@example.test", env=env)
     assert done.returncode != 0
     assert "mint-token is refused on a production deployment" in done.stderr

@@ -500,7 +500,7 @@ def test_production_refuses_to_start_without_an_audience(provider: dict[str, str
     """Tokens minted for another API of the same tenant would pass (RFC 8725 §3.9)."""
     env = {
         "SERVICE_ENV": "production", "SERVICE_SECRET_KEY": "k" * 40, "AUTH_ISSUER": ISSUER,
-        "SMTP_URL": "smtp://mail.example.test", **provider,
+        "SMTP_URL": "smtp://mail.example.test", "PUBLIC_URL": "https://hire.example", **provider,
     }  # fmt: skip
     with pytest.raises(SettingsError, match="AUTH_AUDIENCE"):
         Settings.from_env(env)

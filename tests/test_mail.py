@@ -154,6 +154,14 @@ def test_production_refuses_to_start_without_smtp(database: str) -> None:
         Settings.from_env({"DATABASE_URL": database, "SERVICE_ENV": "production", "SERVICE_SECRET_KEY": "k" * 40})
 
 
+def test_production_refuses_to_start_without_an_https_address(database: str) -> None:
+    """Its mail's links (the alerts' one-click unsubscribe among them) and its pages are made from PUBLIC_URL."""
+    env = {"DATABASE_URL": database, "SERVICE_ENV": "production", "SERVICE_SECRET_KEY": "k" * 40}
+    with pytest.raises(SettingsError, match="needs an https:// PUBLIC_URL"):
+        Settings.from_env({**env, "SMTP_URL": "smtp://mail.example.test", "PUBLIC_URL": "http://hire.example"})
+    assert Settings.from_env({**env, "SMTP_URL": "smtp://mail.example.test", "PUBLIC_URL": "https://hire.example"})
+
+
 def test_the_envelope_names_the_one_recipient_whatever_the_headers_say(smtp: SmtpServer) -> None:
     """Recipients are given to the SMTP server, not read from the headers of a message."""
     recipient, other = f"one-{uuid.uuid4().hex[:8]}@example.test", f"other-{uuid.uuid4().hex[:8]}@evil.test"
