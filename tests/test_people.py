@@ -180,6 +180,9 @@ def test_a_link_sent_again_confirms_and_asks_for_a_password(
         "a\r\nBcc: attacker@evil.test",
         "new\nline@example.test",
         '"quoted"@example.test',
+        "trailing@example.test\n",
+        "\tleading@example.test",
+        "unit@example.test\x1f",
     ],
 )
 def test_only_plain_addresses_are_accepted(client: httpx.Client, admin: Admin, address: str) -> None:

@@ -86,7 +86,9 @@ class SignUp(Params, frozen=True, kw_only=True):
 
 
 def normal_email(email: str) -> str:
-    return email.strip().lower()
+    """Spaces around an address typed in a form go; any other character stays, for `email_problem` to refuse
+    (a line break or a control character stripped away would let such an address through)."""
+    return email.strip(" ").lower()
 
 
 def email_problem(email: str) -> str | None:
