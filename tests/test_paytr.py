@@ -150,6 +150,12 @@ def test_a_valid_notification_completes_the_payment(client: httpx.Client, admin:
     }
     assert audit(admin, oid) == ["applied"]
     assert admin.plan_changes(after["payment"]["account_id"]) == [BY_PAYTR]
+    origin = admin.sql(
+        "SELECT client_address::text AS address, user_agent FROM audit_entries WHERE action = 'plan.changed' "
+        "AND target_id = %(account)s::text",
+        {"account": after["payment"]["account_id"]},
+    )
+    assert origin == [{"address": "127.0.0.1", "user_agent": client.headers["user-agent"]}], "the notification's"
 
 
 def _wrong_key(oid: str) -> dict[str, str]:

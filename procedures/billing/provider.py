@@ -156,9 +156,15 @@ class PayTR:
     signed_fields = SIGNED
 
     async def receive(
-        self, conn: Connection, emitter: Emitter, settings: Settings, fields: Mapping[str, str]
+        self,
+        conn: Connection,
+        emitter: Emitter,
+        settings: Settings,
+        fields: Mapping[str, str],
+        origin: audit_log.Origin,
     ) -> Verdict:
-        """Check the notification's hash and settle its payment, in the transaction the framework opened."""
+        """Check the notification's hash and settle its payment, in the transaction the framework opened; what
+        it changes is audited with the notification's `origin`."""
         paytr = PayTRSettings.of(settings)
         key, salt = paytr.merchant_key, paytr.merchant_salt
         if not (key and salt):
@@ -182,7 +188,7 @@ class PayTR:
             failed_reason=_info(fields.get("failed_reason_msg")),
             failed_reason_code=_info(fields.get("failed_reason_code")),
         )
-        outcome = await settle(conn, emitter, notice, actor=ACTOR)
+        outcome = await settle(conn, emitter, notice, actor=ACTOR, origin=origin)
         return Verdict(200, "OK", outcome)
 
 

@@ -108,7 +108,14 @@ async def lock_account(conn: Connection, account_id: str) -> None:
     await conn.execute(_LOCK_ACCOUNT, {"account_id": account_id})
 
 
-async def settle(conn: Connection, emitter: EventSink, notice: Notice, *, actor: audit_log.Actor) -> str:
+async def settle(
+    conn: Connection,
+    emitter: EventSink,
+    notice: Notice,
+    *,
+    actor: audit_log.Actor,
+    origin: audit_log.Origin = audit_log.NO_ORIGIN,
+) -> str:
     """Apply a verified notice to its payment, in the caller's transaction; return the audit word. `actor` is
     the provider, as the audit log records a plan it changes.
 
@@ -133,7 +140,8 @@ async def settle(conn: Connection, emitter: EventSink, notice: Notice, *, actor:
     if notice.total_amount < payment["amount"]:
         await _fail(conn, emitter, payment, "amount_mismatch", None, flagged=True)
         return "amount_mismatch"
-    await _complete(conn, emitter, payment, subscription, actor, overpaid=notice.total_amount > payment["amount"])
+    overpaid = notice.total_amount > payment["amount"]
+    await _complete(conn, emitter, payment, subscription, actor, origin, overpaid=overpaid)
     return "applied"
 
 
@@ -163,6 +171,7 @@ async def _complete(
     payment: Mapping[str, Any],
     subscription: Mapping[str, Any],
     actor: audit_log.Actor,
+    origin: audit_log.Origin,
     *,
     overpaid: bool,
 ) -> None:
@@ -190,7 +199,7 @@ async def _complete(
             )
         cursor = await conn.execute(_ACTIVATE, {"id": subscription["id"]})
         period = await cursor.fetchone() or period
-        await change_plan(conn, account_id, subscription["plan"], actor=actor)
+        await change_plan(conn, account_id, subscription["plan"], actor=actor, origin=origin)
         await emitter.emit(
             conn,
             "billing.subscription.created",

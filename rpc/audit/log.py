@@ -91,7 +91,7 @@ class Origin:
         return cls(request.client.host if request.client else None, request.headers.get("user-agent"))
 
 
-NO_ORIGIN = Origin()  # no request behind the action: an operator at the console, a provider, a periodic job
+NO_ORIGIN = Origin()  # no request behind the action: an operator at the console, a periodic job
 
 
 class Entry(msgspec.Struct, frozen=True, kw_only=True):

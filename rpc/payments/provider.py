@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from rpc.audit import log as audit_log
 from rpc.core.types import Connection
 from rpc.outbox.emit import Emitter
 from rpc.settings import Settings
@@ -28,5 +29,10 @@ class Provider(Protocol):
     def signed_fields(self) -> tuple[str, ...]: ...
 
     async def receive(
-        self, conn: Connection, emitter: Emitter, settings: Settings, fields: Mapping[str, str]
+        self,
+        conn: Connection,
+        emitter: Emitter,
+        settings: Settings,
+        fields: Mapping[str, str],
+        origin: audit_log.Origin,
     ) -> Verdict: ...

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from rpc.audit.log import Origin
 from rpc.core.errors import RateLimited, RpcError
 from rpc.core.params import decode_json, is_json, read_body
 from rpc.db.pool import Pool
@@ -61,7 +62,7 @@ async def receive_notification(request: Request) -> Response:
     else:
         try:
             async with state.pool.connection() as conn, conn.transaction():
-                verdict = await provider.receive(conn, state.emitter, state.settings, fields)
+                verdict = await provider.receive(conn, state.emitter, state.settings, fields, Origin.of(request))
         except Exception:
             log.exception("payment notification from %s failed", name)
             verdict = Verdict(500, "temporary failure, retry", "error")
