@@ -34,6 +34,7 @@ from tests.support import (
     bearer,
     forge_hs256,
     me,
+    refused,
     segment,
     settings_for,
     unsigned,
@@ -190,6 +191,15 @@ def test_first_sight_creates_a_candidate_with_a_new_account(
         {"id": profile["id"]},
     )
     assert rows == [{"issuer": ISSUER, "subject": sub, "password_hash": None, "n": 1}]
+
+
+def test_an_address_the_provider_verified_is_one_alerts_may_mail(api: httpx.Client, rsa_key: SigningKey) -> None:
+    """Job alerts mail only verified addresses; the provider's `email_verified` is that word at first sight."""
+    alert = {"q": "python", "frequency": "daily"}
+    verified = rsa_key.sign(claims(email_verified=True))
+    assert api.post("/v1/alerts.create", json=alert, headers=bearer(verified)).status_code == 200
+    unconfirmed = rsa_key.sign(claims(email_verified=False))
+    refused(api.post("/v1/alerts.create", json=alert, headers=bearer(unconfirmed)), 403, "forbidden")
 
 
 def test_subject_of_255_characters_is_accepted(api: httpx.Client, rsa_key: SigningKey) -> None:

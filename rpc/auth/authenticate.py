@@ -75,8 +75,10 @@ _CREATE_EXTERNAL_USER = """
 WITH account AS (
     INSERT INTO accounts (name) VALUES (%(account_name)s) RETURNING id, plan
 ), created AS (
-    INSERT INTO users (account_id, role, email, issuer, subject, display_name)
-    SELECT account.id, %(role)s, %(email)s, %(credential_issuer)s, %(credential_subject)s, %(display_name)s FROM account
+    INSERT INTO users (account_id, role, email, email_verified_at, issuer, subject, display_name)
+    SELECT account.id, %(role)s, %(email)s, CASE WHEN %(email_verified)s THEN now() END, %(credential_issuer)s,
+           %(credential_subject)s, %(display_name)s
+    FROM account
     ON CONFLICT ON CONSTRAINT users_identity_key DO NOTHING
     RETURNING id, account_id, role
 )
@@ -258,6 +260,9 @@ class Authenticator:
             **identity,
             "role": role,
             "email": email,
+            # The provider's word that the address is the person's (OpenID Connect's `email_verified`): what a
+            # sign-up's link proves for people of the built-in provider (mail, such as job alerts, needs it).
+            "email_verified": email is not None and claims.get("email_verified") is True,
             "account_name": (email or identity["credential_subject"])[:200],
             "display_name": claims["name"] if isinstance(claims.get("name"), str) else None,
         }
