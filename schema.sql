@@ -524,6 +524,8 @@ CREATE TABLE IF NOT EXISTS job_alerts (
     unsubscribe_hash  bytea          NOT NULL,
     created_at        timestamptz(0) NOT NULL DEFAULT now(),
     last_sent_at      timestamptz,
+    -- The published set's version when the alert was made: it takes the jobs of later versions only.
+    since_version     bigint         NOT NULL DEFAULT 0,
     CONSTRAINT job_alerts_pkey PRIMARY KEY (id),
     CONSTRAINT job_alerts_unsubscribe_key UNIQUE (unsubscribe_hash),
     CONSTRAINT job_alerts_user_fkey FOREIGN KEY (user_id) REFERENCES users (id) ON DELETE CASCADE,

@@ -131,6 +131,19 @@ def test_an_instant_alert_mails_the_jobs_it_matches_once(
     assert [row["job_id"] for row in matches(admin, mine["id"])] == [wanted, other]
 
 
+def test_a_job_published_before_the_alert_was_made_is_not_sent(
+    call: Call, admin: Admin, smtp: SmtpServer, employer: User, person: User
+) -> None:
+    """Most often the tick that matches the first job runs after the alert is made (a tick a second, the two
+    calls a few milliseconds apart): the alert is older than the tick, not than the publish."""
+    before = publish(call, employer, title="Capybara Groomer")
+    mine = alert(call, person, q="capybara", frequency="instant")
+    after = publish(call, employer, title="Capybara Trainer")
+    assert [row["job_id"] for row in matched(admin, mine["id"], 1, taken=True)] == [after]
+    assert links(smtp.inbox.wait_for(person.email)) == {f"{PUBLIC_URL}/jobs/{after}"}
+    assert before not in {row["job_id"] for row in matches(admin, mine["id"])}
+
+
 def test_the_jobs_of_one_moment_share_one_mail_that_links_every_one(
     call: Call, admin: Admin, smtp: SmtpServer, employer: User, person: User
 ) -> None:

@@ -21,8 +21,11 @@ FROM users WHERE id = %(user_id)s AND deleted_at IS NULL
 FOR UPDATE
 """
 _INSERT = f"""
-INSERT INTO job_alerts (id, user_id, q, location, company, employment_type, frequency, unsubscribe_hash)
-VALUES (%(id)s, %(user_id)s, %(q)s, %(location)s, %(company)s, %(employment_type)s, %(frequency)s, %(hash)s)
+INSERT INTO job_alerts (
+    id, user_id, q, location, company, employment_type, frequency, unsubscribe_hash, since_version
+)
+VALUES (%(id)s, %(user_id)s, %(q)s, %(location)s, %(company)s, %(employment_type)s, %(frequency)s, %(hash)s,
+        coalesce((SELECT version FROM job_totals WHERE status = 'published'), 0))
 RETURNING {COLUMNS}
 """
 _DELETE = "DELETE FROM job_alerts WHERE id = %(id)s AND user_id = %(user_id)s RETURNING id::text AS id"

@@ -51,19 +51,21 @@ WITH now AS (
                  %(since)s + %(most)s) AS version
 ),
 published AS (
-    SELECT DISTINCT c.id FROM published_changes AS c
+    SELECT c.id, max(c.version) AS version FROM published_changes AS c
     WHERE c.version > %(since)s AND c.version <= (SELECT version FROM now) AND c.entered
       AND NOT EXISTS (SELECT FROM published_changes AS l WHERE l.version = c.version AND l.id = c.id AND NOT l.entered)
+    GROUP BY c.id
 )
 SELECT (SELECT version FROM now) AS _position,
     (SELECT count(DISTINCT version) FROM published_changes
      WHERE version > %(since)s AND version <= (SELECT version FROM now)) AS _logged,
+    published.version AS _version,
     {COLUMNS}
 FROM (SELECT 1) AS one
 LEFT JOIN (published JOIN jobs ON jobs.id = published.id AND jobs.status = 'published') ON true
 """
 _PUBLISHED_SINCE = f"""
-SELECT {COLUMNS} FROM jobs
+SELECT NULL::bigint AS _version, {COLUMNS} FROM jobs
 WHERE status = 'published' AND published_at >= %(matched_at)s - interval '{_MARGIN}'
 """
 _VERSION = "SELECT coalesce((SELECT version FROM job_totals WHERE status = 'published'), 0) AS version"
@@ -71,13 +73,15 @@ _MOVE = "UPDATE job_alert_cursor SET version = %(version)s, matched_at = now()"
 _ALERTS = "SELECT id::text AS id, q, location, company, employment_type FROM job_alerts"
 _ALERTS_LATELY = f"{_ALERTS} WHERE created_at >= %(since)s"
 _NOW = "SELECT now() AS now"
-# The matches of alerts that still exist, each once; an alert with its first waiting match becomes due.
+# The matches of alerts that still exist, each once; an alert with its first waiting match becomes due. An alert
+# takes the jobs published after its creation: those of versions of the published set past the one its creation
+# read (a publish committed before it, matched by a tick after it, is not sent).
 _RECORD = """
 WITH found AS (
     INSERT INTO job_alert_matches (alert_id, job_id)
     SELECT m.alert_id, m.job_id
-    FROM unnest(%(alerts)s::uuid[], %(jobs)s::uuid[]) AS m (alert_id, job_id)
-    JOIN job_alerts AS a ON a.id = m.alert_id
+    FROM unnest(%(alerts)s::uuid[], %(jobs)s::uuid[], %(versions)s::bigint[]) AS m (alert_id, job_id, version)
+    JOIN job_alerts AS a ON a.id = m.alert_id AND m.version > a.since_version
     ON CONFLICT ON CONSTRAINT job_alert_matches_pkey DO NOTHING
     RETURNING alert_id
 )
@@ -137,6 +141,8 @@ class Matcher:
             rows = await (await conn.execute(_PUBLISHED_SINCE, {"matched_at": cursor["matched_at"]})).fetchall()
             position = (await (await conn.execute(_VERSION)).fetchone() or {"version": since})["version"]
         published = [row for row in rows if row["_id"] is not None]
+        # The version each job entered the published set at (matched by time: the current one, a lost log's best).
+        versions = {row["_id"]: position if row["_version"] is None else row["_version"] for row in published}
         found: list[tuple[str, str]] = []
         cpu = 0.0
         if published:
@@ -144,17 +150,18 @@ class Matcher:
             started = time.process_time()
             found = matches(alerts, published)
             cpu = time.process_time() - started
-            await self._record(conn, found)
+            await self._record(conn, found, versions)
         if position != since:
             await conn.execute(_MOVE, {"version": position})
         return len(published), len(found), cpu
 
-    async def _record(self, conn: Connection, found: Sequence[tuple[str, str]]) -> None:
+    async def _record(self, conn: Connection, found: Sequence[tuple[str, str]], versions: Mapping[str, int]) -> None:
         if not found:
             return
         values = {
             "alerts": [alert for alert, _ in found],
             "jobs": [job for _, job in found],
+            "versions": [versions[job] for _, job in found],
             "instant": self.settings.instant_seconds,
             "digest": self.settings.digest_seconds,
         }
