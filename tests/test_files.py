@@ -228,9 +228,12 @@ def test_an_altered_or_expired_link_is_403_never_the_bytes(
     client: httpx.Client, candidate: User, settings: Any
 ) -> None:
     made = _uploaded(client, candidate)
+    asked = time.time()
     path, query = _link(
         ok(client.post("/v1/files.get", json={"id": made["id"]}, headers=candidate.auth))["download_url"]
     )
+    assert settings.files_link_lifetime == 600, "ten minutes unless FILES_LINK_LIFETIME says otherwise"
+    assert int(query["expires"]) - asked == pytest.approx(600, abs=5)
     other = _uploaded(client, candidate)
     attempts = [
         (path, {**query, "expires": str(int(query["expires"]) + 3600)}),  # a longer life

@@ -229,3 +229,17 @@ def test_privacy_names_no_business_table() -> None:
     business = re.compile(r"\b(FROM|JOIN|UPDATE|INTO)\s+(applications|application_files|jobs|subscriptions)\b")
     named = sorted(path.name for path in (ROOT / "rpc" / "privacy").glob("*.py") if business.search(path.read_text()))
     assert named == []
+
+
+MOST_LINES = 450
+
+
+def test_no_file_is_longer_than_a_reader_can_hold() -> None:
+    """A module past this many lines has seams to split along (docs/architecture.md)."""
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for folder in ("rpc", "procedures", "bench")
+        for path in (ROOT / folder).rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > MOST_LINES
+    }
+    assert long == {}
