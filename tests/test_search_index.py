@@ -28,6 +28,7 @@ from procedures.common import like_pattern
 from procedures.jobs.search import from_index, listing
 from procedures.jobs.search.corpus import JOBS, document
 from procedures.jobs.search.request import Search, SearchJobs
+from rpc.search.answers import Answers
 from rpc.search.index import SearchIndex
 from rpc.search.view import View
 from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, bearer, eventually, ok
@@ -436,3 +437,18 @@ def test_every_character_a_substring_filter_is_given_means_itself() -> None:
             listing.newest(view, q=char, location=None, company=None, employment_type=None, limit=10, offset=0)[1]
             == expected
         )
+
+
+def test_an_answer_is_remembered_only_at_the_position_it_was_computed_at() -> None:
+    answers: Answers[str] = Answers(size=2)
+    asked: list[str] = []
+
+    def ask(position: int, key: str) -> str:
+        return answers.of(position, key, lambda: asked.append(f"{key}@{position}") or f"{key}@{position}")
+
+    assert [ask(5, "a"), ask(5, "a"), ask(5, "b")] == ["a@5", "a@5", "b@5"]
+    assert asked == ["a@5", "b@5"], "asked again at the same position: remembered"
+    assert ask(4, "c") == "c@4" and ask(5, "c") == "c@5", "an older position's answer is given, never kept"
+    assert ask(5, "b") == "b@5" and asked[-1] == "c@5", "b and c kept"
+    assert ask(5, "a") == "a@5" and asked[-1] == "a@5", "at most two: a, the least recently asked, went"
+    assert ask(6, "a") == "a@6" and ask(5, "a") == "a@5" and asked[-2:] == ["a@6", "a@5"], "a change forgets all"

@@ -34,7 +34,9 @@ from rpc.core.principal import Principal
 from rpc.core.registry import procedure
 from rpc.core.types import Role
 from rpc.dispatch.context import Context
+from rpc.search.answers import Answers
 from rpc.search.index import SearchIndex
+from rpc.search.view import View
 
 EmploymentType = Literal["full_time", "part_time", "contract", "internship", "temporary"]
 JobStatus = Literal["draft", "published", "closed"]
@@ -140,6 +142,8 @@ class _KeptPage:
 
 # Pages of the public list, per version of the published set: the popular pages cost no statement of their own.
 _PUBLIC_PAGES = Slot("jobs.public_pages", lambda: PublishedCache[_KeptPage](size=1024))
+# Filtered pages of the search index at its current position (`rpc.search.answers`).
+_FILTERED: Slot[Answers[Page[JobSummary]]] = Slot("jobs.list filtered", Answers)
 _summary = msgspec.json.Decoder(JobSummary)
 _SELECT = f"SELECT {_FULL}, account_id::text AS account_id FROM jobs WHERE id = %(id)s"
 _INSERT = f"""
@@ -183,6 +187,11 @@ async def _from_index(ctx: Context, params: ListJobs) -> Page[JobSummary] | None
     view = await index.view(ctx.conn, position) if index is not None and position is not None else None
     if view is None:
         return None
+    asked = (params.q, params.location, params.company, params.employment_type, params.per_page, params.page)
+    return ctx.kept(_FILTERED).of(view.position, asked, lambda: _newest(view, params))
+
+
+def _newest(view: View, params: ListJobs) -> Page[JobSummary]:
     shown, total = listing.newest(
         view,
         q=params.q,

@@ -1,9 +1,9 @@
 """`jobs.search`: web-search syntax over the published jobs, ranked, filtered, counted exactly, paged by cursor.
 
 Answered from this process's search index at the position the call read in its credential's statement
-(`procedures.jobs.search.from_index`), so a search never asked before is as fast as a popular one and a read that
-begins after a write's commit sees it; from PostgreSQL (`procedures.jobs.search.from_database`) only while the index
-is being built.
+(`procedures.jobs.search.from_index`), so a search never asked before is answered from the index as a popular one
+is, and a read that begins after a write's commit sees it; from PostgreSQL (`procedures.jobs.search.from_database`)
+only while the index is being built. A search asked again at the same position is given the answer remembered.
 """
 
 from __future__ import annotations
@@ -12,9 +12,15 @@ from procedures.jobs.search import from_database, from_index
 from procedures.jobs.search.corpus import INDEX
 from procedures.jobs.search.request import Search, SearchJobs, SearchPage
 from procedures.published_cache import PROBE
+from rpc.core.memory import Slot
 from rpc.core.registry import procedure
 from rpc.dispatch.context import Context
+from rpc.search.answers import Answers
 from rpc.search.index import SearchIndex
+
+# The answers of this process's index at its current position (`rpc.search.answers`): a popular search asked again
+# before anything changed is not computed again.
+ANSWERS: Slot[Answers[SearchPage]] = Slot("jobs.search answers", Answers)
 
 
 @procedure("jobs.search", scope="read:jobs", probes=(PROBE,))
@@ -29,4 +35,5 @@ async def search_jobs(ctx: Context, params: SearchJobs) -> SearchPage:
     view = await index.view(ctx.conn, position) if index is not None and position is not None else None
     if view is None:
         return await from_database.answer(ctx, search)
-    return from_index.answer(view, search)
+    asked = (search.fingerprint, search.per_page, search.after)
+    return ctx.kept(ANSWERS).of(view.position, asked, lambda: from_index.answer(view, search))
