@@ -216,17 +216,31 @@ def test_one_click_unsubscribe(
     publish(call, employer, title="Okapi Groomer")
     address = str(smtp.inbox.wait_for(person.email).message["List-Unsubscribe"]).strip("<>")
     path = address.removeprefix(PUBLIC_URL)
-    page = anonymous.get(path)
+    handed = anonymous.get(path)
+    assert handed.status_code == 303 and location(handed) == "/alerts/unsubscribe", "the token leaves the address"
+    page = anonymous.follow(handed)
     assert page.status_code == 200 and "okapi" in text(page)
-    assert form(page, path).names() == set(), "a button that posts, nothing else"
+    assert form(page, "/alerts/unsubscribe").names() == set(), "a button that posts, nothing else"
     assert ok(call("alerts.list", person))["total"] == 1, "a GET changes nothing"
     one_click = anonymous.http.post(path, content=b"List-Unsubscribe=One-Click", headers=_FORM)
     assert one_click.status_code == 200
     assert ok(call("alerts.list", person))["total"] == 0
     assert admin.sql("SELECT count(*) AS n FROM job_alerts WHERE id = %(a)s", {"a": mine["id"]})[0]["n"] == 0
     assert anonymous.http.post(path, content=b"List-Unsubscribe=One-Click", headers=_FORM).status_code == 200
-    assert anonymous.get(path).status_code == 404, "gone"
-    assert anonymous.get("/alerts/unsubscribe/" + "A" * 43).status_code == 404
+    assert anonymous.follow(anonymous.get(path)).status_code == 404, "gone"
+    assert anonymous.follow(anonymous.get("/alerts/unsubscribe/" + "A" * 43)).status_code == 404
+
+
+def test_the_unsubscribe_pages_button_stops_the_alert(
+    call: Call, smtp: SmtpServer, employer: User, person: User, anonymous: Browser
+) -> None:
+    alert(call, person, q="pangolin", frequency="instant")
+    publish(call, employer, title="Pangolin Keeper")
+    address = str(smtp.inbox.wait_for(person.email).message["List-Unsubscribe"]).strip("<>")
+    page = anonymous.follow(anonymous.get(address.removeprefix(PUBLIC_URL)))
+    stopped = anonymous.submit(page, "/alerts/unsubscribe")
+    assert stopped.status_code == 200 and "The alert is stopped" in text(stopped)
+    assert ok(call("alerts.list", person))["total"] == 0
 
 
 _FORM = {"Content-Type": "application/x-www-form-urlencoded"}
