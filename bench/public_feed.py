@@ -106,7 +106,7 @@ def measure(count: int, logs: Path) -> Figures:
             base = f"http://{HOST}:{port}"
             # Ready: its search index built (at a million jobs, half a minute of a core and of memory that is
             # not the feed's), so that the figures are the feed's alone.
-            wait_ready(service, f"{base}/readyz", deadline_seconds=300)
+            wait_ready(service, f"{base}/readyz")
             httpx.get(f"{base}/jobs", timeout=60)  # warm: imports, pool, templates
             before = rss(service.pid)
             size, jobs, seconds, peak, etag = stream(base, service.pid)
