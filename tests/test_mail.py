@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from email import message_from_bytes
+from email import policy as mail_policy
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
@@ -108,6 +110,13 @@ def test_without_smtp_each_message_is_an_eml_file(
         content = path.read_text()
         assert f"To: {email}" in content and "/web/verify?token=" in content
         assert path.stat().st_mode & 0o077 == 0, "the file, with its live link, is the operator's alone"
+        readable = path.with_suffix(".txt")
+        link = next(word for word in readable.read_text().split() if "/web/verify?token=" in word)
+        parsed = message_from_bytes(path.read_bytes(), policy=mail_policy.default)
+        assert isinstance(parsed, EmailMessage)
+        plain = parsed.get_body(preferencelist=("plain",))
+        assert plain is not None and link in plain.get_content(), "the link as it can be followed"
+        assert readable.stat().st_mode & 0o077 == 0 and f"To: {email}" in readable.read_text()
         eventually(lambda: str(path) in caplog.text, "where the message was written, logged", timeout=5)
         assert "token=" not in caplog.text, "a live link never reaches a log"
 

@@ -66,9 +66,11 @@ class SmtpTransport:
 
 
 class FileTransport:
-    """Writes each message as `<time>-<id>.eml` under a directory and logs where: development without a mail
-    server. Written under a temporary name, then renamed, so a reader never sees half a message. The log names
-    the file, never its links: they are live credentials (the file, readable by the operator only, has them)."""
+    """Writes each message as `<time>-<id>.eml` under a directory, with its plain-text part decoded beside it as
+    `<time>-<id>.txt` (an `.eml` encodes its text, so a link read from it with `cat` is broken across lines and
+    `=3D`s), and logs where: development without a mail server. Written under a temporary name, then renamed, so a
+    reader never sees half a message. The log names the file, never its links: they are live credentials (the
+    files, readable by the operator only, have them)."""
 
     def __init__(self, directory: Path) -> None:
         self._directory = directory
@@ -79,11 +81,25 @@ class FileTransport:
         message_id = str(message["Message-ID"]).strip("<>").partition("@")[0]
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
         path = self._directory / f"{stamp}-{message_id}.eml"
-        draft = path.with_suffix(".part")
-        with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:
-            file.write(message.as_bytes())
-        os.replace(draft, path)
-        log.info("mail to %s (%s) written to %s", recipient, message["Subject"], path)
+        _write(path.with_suffix(".txt"), _readable(message))
+        _write(path, message.as_bytes())
+        log.info("mail to %s (%s) written to %s (its text: .txt beside it)", recipient, message["Subject"], path)
+
+
+def _readable(message: EmailMessage) -> bytes:
+    """The message as a person reads it: who, what, and its plain text decoded."""
+    body = message.get_body(preferencelist=("plain",))
+    text = body.get_content() if isinstance(body, EmailMessage) else ""
+    head = "".join(f"{name}: {message[name]}\n" for name in ("From", "To", "Subject", "Date") if message[name])
+    return f"{head}\n{text}".encode()
+
+
+def _write(path: Path, content: bytes) -> None:
+    """`content` at `path`, for the operator alone, whole or not at all."""
+    draft = path.with_suffix(".part")
+    with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:
+        file.write(content)
+    os.replace(draft, path)
 
 
 def transport_for(settings: Settings) -> Transport:

@@ -74,7 +74,8 @@ def _check_email(state: Web, email: str) -> Response:
     if mailbox is not None:
         message += (
             f" No mail server is configured here (SMTP_URL), so the message is written as an .eml file in "
-            f"{mailbox}, and its link is in the server's log."
+            f"{mailbox}, with its text beside it in a .txt file of the same name: open the newest one and follow "
+            "its link."
         )
     return state.pages.render("people_message.html", 200, title="Check your e-mail", message=message, link=None)
 
