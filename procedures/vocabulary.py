@@ -54,6 +54,8 @@ EVENT_KINDS = (
 
 # A hiring pipeline's receiver: new and closed jobs, new applications and their moves.
 SUGGESTED_EVENT_KINDS = ("job.published", "job.closed", "application.created", "application.status_changed")
+# A first integration: publishing jobs and reading them back.
+SUGGESTED_KEY_SCOPES = ("read:jobs", "write:jobs")
 VOCABULARY = Vocabulary(
     scopes=SCOPES,
     plans=PLANS,
@@ -61,4 +63,5 @@ VOCABULARY = Vocabulary(
     oauth_role_scopes=OAUTH_ROLE_SCOPES,
     role_sentences=ROLE_SENTENCES,
     suggested_event_kinds=SUGGESTED_EVENT_KINDS,
+    suggested_key_scopes=SUGGESTED_KEY_SCOPES,
 )

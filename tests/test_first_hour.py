@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from procedures.vocabulary import SUGGESTED_EVENT_KINDS
+from procedures.vocabulary import SUGGESTED_EVENT_KINDS, SUGGESTED_KEY_SCOPES
 from rpc.settings import Settings
 from tests.browser import Browser, forms, text
 from tests.support import Admin, LiveServer, User
@@ -78,6 +78,12 @@ def test_the_webhook_form_starts_ticked_and_an_empty_choice_gets_one_error(brows
     assert answer.status_code == 400
     assert "Choose at least one event kind: the endpoint receives only those." in text(answer)
     assert "choose among" not in text(answer), "not a list of every kind"
+
+
+def test_the_key_form_starts_with_what_a_first_integration_needs(browser: Browser) -> None:
+    page = browser.get("/panel/api-keys")
+    ticked = re.findall(r'<input type="checkbox" name="scopes" value="([^"]+)" checked>', page.text)
+    assert ticked == list(SUGGESTED_KEY_SCOPES), "jobs.create needs write:jobs"
 
 
 def test_the_profile_page_shows_and_edits_location_and_bio(

@@ -34,11 +34,16 @@ class Vocabulary:
     role_sentences: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # What the panel's "Add an endpoint" form starts with ticked: the kinds most receivers want.
     suggested_event_kinds: tuple[str, ...] = ()
+    # What the panel's "Create an API key" form starts with ticked: what a first integration needs.
+    suggested_key_scopes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.suggested_event_kinds) - set(self.event_kinds))
         if unknown:
             raise ValueError(f"suggested event kinds {unknown} are not event kinds")
+        unknown = sorted(set(self.suggested_key_scopes) - set(self.scopes))
+        if unknown:
+            raise ValueError(f"suggested key scopes {unknown} are not scopes")
 
     @property
     def default_plan(self) -> Plan:

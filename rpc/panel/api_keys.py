@@ -115,4 +115,4 @@ async def _keys(
 
 def _defaults(panel: Panel) -> dict[str, Any]:
     mode = "live" if panel.services.settings.production else "test"
-    return {"name": "", "mode": mode, "scopes": list(panel.services.vocabulary.scopes)[:1]}
+    return {"name": "", "mode": mode, "scopes": list(panel.services.vocabulary.suggested_key_scopes)}
