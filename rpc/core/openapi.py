@@ -117,7 +117,8 @@ def _operations(
     responses |= {code: _response(text, error_ref, code, replayed=proc.write) for code, text in _ERRORS.items()}
     common = {
         "operationId": proc.name,
-        "summary": proc.doc.splitlines()[0],
+        # A summary is plain text (only the description is Markdown): the docstring's backticks would show.
+        "summary": proc.doc.splitlines()[0].replace("`", ""),
         "tags": [_tag(proc)],
         # Requirements are alternatives (OpenAPI 3.1 §4.8.30): any one scope of the procedure's will do.
         "security": [{scheme: [scope]} for scope in proc.scopes for scheme in ("bearer", "oauth2")],
