@@ -10,6 +10,7 @@ under tests/artifacts/ (git-ignored).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import shutil
@@ -378,7 +379,8 @@ def test_a_receiver_that_failed_then_recovered_gets_every_event_again(
     expect(page.get_by_role("status").first).to_contain_text("The endpoint is enabled")
 
     hook.answer(default=Reply(200, b"back"))
-    page.get_by_label("Every delivery that failed since (UTC)").fill("2020-01-01T00:00:00")
+    an_hour_ago = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    page.get_by_label("Every delivery that failed since (UTC)").fill(an_hour_ago)  # events are kept 30 days
     page.get_by_role("button", name="Redeliver failed").click()
     expect(page.get_by_role("status").first).to_contain_text("2 failed deliveries since that time were queued again")
     page.get_by_role("button", name="Redeliver failed").click()
