@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS users (
     bio            text,
     created_at     timestamptz(0) NOT NULL DEFAULT now(),
     updated_at     timestamptz(0) NOT NULL DEFAULT now(),
-    -- Built-in provider: NULL until the person follows the link of the sign-up mail (CONTRACT.md §19).
+    -- Built-in provider: NULL until the person follows the link of the sign-up mail (docs/people.md).
     email_verified_at  timestamptz(0),
     -- Carried by every session token; raised by a password reset or change, a removal from the team or
     -- "sign out everywhere", which ends every session token issued before at its next use.
@@ -199,7 +199,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated_at       timestamptz(0) NOT NULL DEFAULT now(),
     published_at     timestamptz(0),
     closed_at        timestamptz(0),
-    -- What jobs.search matches: kept by the jobs_search_document trigger (CONTRACT.md §15, docs/search.md).
+    -- What jobs.search matches: kept by the jobs_search_document trigger (docs/search.md).
     search_doc       tsvector,
     -- The writing transaction's id, stamped on every insert and update: the position in `jobs.changes`.
     change_xid       xid8           NOT NULL DEFAULT pg_current_xact_id(),
@@ -233,7 +233,7 @@ $$;
 CREATE OR REPLACE TRIGGER jobs_stamp_change BEFORE INSERT OR UPDATE ON jobs
     FOR EACH ROW EXECUTE FUNCTION stamp_change();
 
--- Job search (CONTRACT.md §15, docs/search.md). `unaccent` is not in every PostgreSQL (the embedded one lacks
+-- Job search (docs/search.md). `unaccent` is not in every PostgreSQL (the embedded one lacks
 -- it), so accents are folded here, by one function used where the search text is made and where it is asked:
 -- lower case, Latin letters without their marks, Turkish ı and İ as i. IMMUTABLE, so indexes may use it.
 CREATE OR REPLACE FUNCTION job_fold(value text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
@@ -916,7 +916,7 @@ CREATE INDEX IF NOT EXISTS panel_reveals_session_idx ON panel_reveals (session_h
 CREATE INDEX IF NOT EXISTS panel_reveals_expires_idx ON panel_reveals (expires_at);
 
 -- ---------------------------------------------------------------------------------------------------
--- Idempotent writes (CONTRACT.md §17): the answer a write gave, kept 24 hours under the account's key, in the
+-- Idempotent writes (README.md, docs/security.md): the answer a write gave, kept 24 hours under the account's key, in the
 -- transaction of the write itself. `lease_until` is set only while a write that calls another service runs
 -- (its claim is committed before it waits); `status` and `body` once the answer is kept.
 -- ---------------------------------------------------------------------------------------------------
@@ -948,7 +948,7 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_expires_idx ON idempotency_keys (exp
 CREATE INDEX IF NOT EXISTS idempotency_keys_user_idx ON idempotency_keys (user_id);
 
 -- ---------------------------------------------------------------------------------------------------
--- The audit log (CONTRACT.md §20, docs/privacy.md): append-only, each entry chained to the one before by the
+-- The audit log (docs/privacy.md): append-only, each entry chained to the one before by the
 -- SHA-256 of its canonical form (`rpc.audit.log`). Writers take the chain's head row FOR UPDATE, so entries
 -- are chained in id order and the chain never forks.
 -- ---------------------------------------------------------------------------------------------------

@@ -1,3 +1,3 @@
--- jobs.search matches a stored tsvector (CONTRACT.md §15); schema.sql's trigger keeps it and fills it for the
+-- jobs.search matches a stored tsvector (docs/search.md); schema.sql's trigger keeps it and fills it for the
 -- jobs written before it.
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS search_doc tsvector;

@@ -1,4 +1,4 @@
--- People (CONTRACT.md §19): e-mail verification, the session epoch that ends every session token at once
+-- People (docs/people.md): e-mail verification, the session epoch that ends every session token at once
 -- (password reset or change, removal from a team, "sign out everywhere"), and the last sign-in for Settings > Team.
 ALTER TABLE users ADD COLUMN IF NOT EXISTS email_verified_at timestamptz(0);
 ALTER TABLE users ADD COLUMN IF NOT EXISTS session_epoch integer NOT NULL DEFAULT 0;
