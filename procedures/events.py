@@ -22,7 +22,6 @@ from procedures.vocabulary import EVENT_KINDS
 from rpc.audit.entries import AUDIT_ROLES
 from rpc.core.cursor import CursorCodec
 from rpc.core.envelope import FieldError, Params, Struct
-from rpc.core.errors import InvalidParams
 from rpc.core.registry import procedure
 from rpc.dispatch.context import Context
 from rpc.privacy.retention import RetentionSettings
@@ -104,22 +103,6 @@ class _Place(msgspec.Struct, frozen=True, array_like=True):
 _place = msgspec.json.Decoder(_Place)
 
 
-def _after(cursors: CursorCodec, cursor: str, query: str) -> _Place:
-    """The place a cursor names; `422` (field `cursor`) if it is not one this list handed out for this query."""
-    raw = cursors.decode(cursor)
-    try:
-        place = _place.decode(raw if raw is not None else b"")
-    except (ValueError, msgspec.DecodeError) as exc:
-        raise _refused("The cursor is malformed; pass next_cursor exactly as it was returned.") from exc
-    if place.query != query:
-        raise _refused("The cursor belongs to another query; repeat every parameter but cursor and per_page.")
-    return place
-
-
-def _refused(message: str) -> InvalidParams:
-    return InvalidParams([{"field": "cursor", "message": message}])
-
-
 @procedure("events.list", scope="read:events", roles=AUDIT_ROLES)
 async def list_events(ctx: Context, params: ListEvents) -> EventPage:
     """Your account's events, newest first, each exactly as its webhooks delivered it; filtered by `event` (a
@@ -128,7 +111,7 @@ async def list_events(ctx: Context, params: ListEvents) -> EventPage:
     since = moment("since", params.since)
     query = codec.fingerprint({"event": params.event, "since": since.isoformat() if since else None})
     cursors = CursorCodec(ctx.settings.secret_key, "events.list")
-    position = _after(cursors, params.cursor, query) if params.cursor is not None else None
+    position = codec.opened(cursors, params.cursor, query, _place) if params.cursor is not None else None
     days = ctx.settings.section("RETENTION_", RetentionSettings).webhook_days
     values = {
         "account_id": ctx.principal.account_id,
