@@ -26,7 +26,6 @@ from rpc.web.state import web
 
 PAGES = PanelPages("procedures.alerts")
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{43}$")  # 32 bytes, base64url without padding
-_TOKEN_LENGTH = 43
 _CLEAN = "/alerts/unsubscribe"  # the page's address without its token
 
 _MINE = f"SELECT {COLUMNS} FROM job_alerts WHERE user_id = %(user_id)s ORDER BY created_at, id"
@@ -61,7 +60,7 @@ async def delete_alert(panel: Panel) -> Response:
 async def unsubscribe_link(request: Request) -> Response:
     """`GET /alerts/unsubscribe/{token}`: a `303` to the clean page, the token handed over in a cookie."""
     response = redirect(_CLEAN)
-    link_cookie.hand_over(response, _CLEAN, request.path_params["token"][:_TOKEN_LENGTH], _secure(request))
+    link_cookie.hand_over(response, _CLEAN, request.path_params["token"], _secure(request))
     return response
 
 

@@ -24,16 +24,22 @@ def exchange(request: Request, secure: bool) -> Response | None:
     if token is None:
         return None
     response = redirect(request.url.path)
-    hand_over(response, request.url.path, token[:MAX_TOKEN_LENGTH], secure)
+    hand_over(response, request.url.path, token, secure)
     return response
 
 
 def hand_over(response: Response, path: str, token: str, secure: bool) -> None:
     """Hand `token` to the page at `path` (a link's own, or one the service made: a verification that goes on
-    to choosing a password)."""
+    to choosing a password); a typed token longer than any the service makes is cut, and then matches nothing."""
     # Lax, not Strict: the link is followed from a mail client, a cross-site top-level navigation.
     response.set_cookie(
-        COOKIE, token, max_age=int(LIFETIME.total_seconds()), path=path, secure=secure, httponly=True, samesite="lax"
+        COOKIE,
+        token[:MAX_TOKEN_LENGTH],
+        max_age=int(LIFETIME.total_seconds()),
+        path=path,
+        secure=secure,
+        httponly=True,
+        samesite="lax",
     )
 
 
