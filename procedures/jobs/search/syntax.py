@@ -123,7 +123,7 @@ def _match(operand: Operand, schema: tantivy.Schema, field: str, prefixes: Prefi
                 return starting(field, stem)
             pattern = literal(stem) + ".*"
             if pattern not in prefixes:
-                prefixes[pattern] = tantivy.Query.regex_query(schema, field, pattern)
+                prefixes[pattern] = starting(field, stem)
             return prefixes[pattern]
         return tantivy.Query.term_query(schema, field, stem)
     if operand.prefix:
