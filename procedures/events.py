@@ -16,14 +16,11 @@ from typing import Annotated, Any, ClassVar
 
 import msgspec
 
-from procedures.common import Moment, moment
 from procedures.jobs.search import cursor as codec
 from procedures.vocabulary import EVENT_KINDS
+from rpc.api import Context, FieldError, Moment, Params, Struct, moment, procedure
 from rpc.audit.entries import AUDIT_ROLES
 from rpc.core.cursor import CursorCodec
-from rpc.core.envelope import FieldError, Params, Struct
-from rpc.core.registry import procedure
-from rpc.dispatch.context import Context
 from rpc.privacy.retention import RetentionSettings
 
 PerPage = Annotated[int, msgspec.Meta(ge=1, le=100)]

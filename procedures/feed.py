@@ -16,10 +16,8 @@ from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 import msgspec
 
+from rpc.api import Context, InvalidParams, Params, Struct
 from rpc.core.cursor import CursorCodec
-from rpc.core.envelope import Params, Struct
-from rpc.core.errors import InvalidParams
-from rpc.dispatch.context import Context
 
 T = TypeVar("T")
 

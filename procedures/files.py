@@ -6,16 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
 
-from procedures.common import EXAMPLE_ID, Id, parse_id
-from rpc.core.envelope import Params
-from rpc.core.errors import InvalidParams, NotFound, UnsupportedMediaType
+from rpc.api import Context, Id, IdParams, InvalidParams, NotFound, parse_id, procedure
+from rpc.core.errors import UnsupportedMediaType
 from rpc.core.multipart import Upload
-from rpc.core.registry import procedure
-from rpc.dispatch.context import Context
 from rpc.files.detect import ACCEPTED_TEXT, detect
 from rpc.files.links import Downloader
 from rpc.files.model import COLUMNS, File
@@ -40,12 +35,6 @@ WHERE f.id = %(id)s
 # The applications a File was sent with keep it from the files sweep (`Business.file_holders`).
 FILE_HOLDERS = ("SELECT FROM application_files AS af WHERE af.file_id = f.id",)
 _OWNED = f"SELECT {COLUMNS} FROM files WHERE id = ANY(%(ids)s) AND owner_id = %(user_id)s FOR KEY SHARE"
-
-
-class FileRef(Params, frozen=True, kw_only=True):
-    id: Id
-
-    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID}
 
 
 class FileDownload(File, frozen=True, kw_only=True):
@@ -97,7 +86,7 @@ async def save_upload(ctx: Context, params: Upload) -> File:
 
 
 @procedure("files.get", scope=("read:applications", "read:profile"))
-async def get(ctx: Context, params: FileRef) -> FileDownload:
+async def get(ctx: Context, params: IdParams) -> FileDownload:
     """A file you uploaded, or one sent with an application to your account's jobs, with a `download_url` valid
     for ten minutes (it needs no credentials: share it with care)."""
     principal = ctx.principal

@@ -13,15 +13,24 @@ import msgspec
 
 from procedures.alerts.shapes import COLUMNS as ALERT_COLUMNS
 from procedures.alerts.shapes import Alert
-from procedures.common import NO_NUL, Moment, moment
 from procedures.files import files_of
+from rpc.api import (
+    NO_NUL,
+    Conflict,
+    Connection,
+    Context,
+    Empty,
+    FieldError,
+    InvalidParams,
+    Moment,
+    NotFound,
+    Params,
+    Struct,
+    moment,
+    procedure,
+)
 from rpc.audit import entries
 from rpc.audit.entries import AuditEntry
-from rpc.core.envelope import Empty, FieldError, Params, Struct
-from rpc.core.errors import Conflict, InvalidParams, NotFound
-from rpc.core.registry import procedure
-from rpc.core.types import Connection
-from rpc.dispatch.context import Context
 from rpc.privacy.erasure import LastMemberPaying, erase_user
 from rpc.privacy.export import ExportedApiKey, ExportedFile, ExportedGrant, ExportedSession, Held, held
 from rpc.privacy.profile import Profile, read_profile

@@ -7,12 +7,21 @@ from typing import Annotated, Any, ClassVar
 
 import msgspec
 
-from procedures.common import NO_NUL, Id, PersonName, PlainText, changes, parse_id, set_clause
 from procedures.files import owned
-from rpc.core.envelope import Empty, Params
-from rpc.core.errors import NotFound
-from rpc.core.registry import procedure
-from rpc.dispatch.context import Context
+from rpc.api import (
+    NO_NUL,
+    Context,
+    Empty,
+    Id,
+    NotFound,
+    Params,
+    PersonName,
+    PlainText,
+    changes,
+    parse_id,
+    procedure,
+    set_clause,
+)
 from rpc.privacy.profile import COLUMNS, MAX_BIO_LENGTH, Profile, profile_of, read_profile
 
 Bio = Annotated[str, msgspec.Meta(max_length=MAX_BIO_LENGTH, pattern=NO_NUL)]

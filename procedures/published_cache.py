@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from rpc.dispatch.context import Context
+from rpc.api import Context
 
 PROBE = "published_jobs"
 PROBE_SQL = "SELECT version FROM job_totals WHERE status = 'published'"

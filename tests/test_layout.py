@@ -28,6 +28,7 @@ FLOORS = {
     "rpc.worker": 5,
     "rpc.dispatch": 5,
     "rpc.business": 6,
+    "rpc.api": 6,
     "rpc.services": 7,
     "rpc.web": 8,
     "rpc.panel": 9,

@@ -24,10 +24,10 @@ import tantivy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from procedures.common import like_pattern
 from procedures.jobs.search import from_index, listing
 from procedures.jobs.search.corpus import JOBS, document
 from procedures.jobs.search.request import Search, SearchJobs
+from rpc.api import like_pattern
 from rpc.search.answers import Answers
 from rpc.search.index import SearchIndex
 from rpc.search.view import View

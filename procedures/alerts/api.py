@@ -7,11 +7,21 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from procedures.alerts.shapes import COLUMNS, MAX_ALERTS, Alert, CreateAlert, unsubscribe_hash
-from procedures.common import EXAMPLE_ID, Id, page_and_total, parse_id
-from rpc.core.envelope import Page, PageParams, Params, Struct
-from rpc.core.errors import Conflict, Forbidden, NotFound
-from rpc.core.registry import procedure
-from rpc.dispatch.context import Context
+from rpc.api import (
+    EXAMPLE_ID,
+    Conflict,
+    Context,
+    Forbidden,
+    Id,
+    NotFound,
+    Page,
+    PageParams,
+    Params,
+    Struct,
+    page_and_total,
+    parse_id,
+    procedure,
+)
 
 # The person's row is locked, so two creations at once count each other.
 _PERSON = """

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from procedures.alerts.shapes import unsubscribe_token
-from rpc.core.types import Connection
+from rpc.api import Connection
 from rpc.mail.outbox import Letter, Mail
 from rpc.outbox.queue import Queue
 from rpc.settings import Settings

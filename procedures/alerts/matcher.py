@@ -33,8 +33,8 @@ from procedures.alerts.matching import matches
 from procedures.alerts.shapes import AlertSettings, search_of
 from procedures.jobs.search.corpus import COLUMNS
 from procedures.jobs.search.request import Search
+from rpc.api import Connection
 from rpc.core.periodic import EventSink, Periodic
-from rpc.core.types import Connection
 from rpc.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ from starlette.routing import Route
 
 from procedures.alerts.mailing import describe
 from procedures.alerts.shapes import COLUMNS
+from rpc.api import NotFound
 from rpc.core.crypto import token_hash
-from rpc.core.errors import NotFound
 from rpc.panel.handler import Panel, page
 from rpc.panel.ids import uuid_or_404
 from rpc.panel.pages import PanelPages

@@ -12,11 +12,10 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from procedures.common import PlainText
 from procedures.jobs import EmploymentType
 from procedures.jobs.search.request import Query, Search, SearchJobs, Types
+from rpc.api import Params, PlainText, Struct
 from rpc.core.crypto import token_hash
-from rpc.core.envelope import Params, Struct
 
 Frequency = Literal["instant", "daily"]
 MAX_ALERTS = 20  # per person

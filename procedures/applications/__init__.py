@@ -16,9 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from procedures.common import EXAMPLE_ID, NO_NUL, SPACE, Id
-from rpc.core.envelope import FieldError, PageParams, Params, Struct
-from rpc.core.types import Role
+from rpc.api import EXAMPLE_ID, NO_NUL, SPACE, FieldError, Id, PageParams, Params, Role, Struct
 from rpc.files.model import File
 
 Status = Literal["pending", "reviewed", "interview_scheduled", "offered", "hired", "rejected", "withdrawn"]
@@ -97,12 +95,6 @@ class ListApplications(PageParams, frozen=True, kw_only=True):
     status: Status | None = None
 
     example: ClassVar[Mapping[str, Any]] = {"status": "pending", "page": 1, "per_page": 20}
-
-
-class ApplicationRef(Params, frozen=True, kw_only=True):
-    id: Id
-
-    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID}
 
 
 class UpdateStatus(Params, frozen=True, kw_only=True):

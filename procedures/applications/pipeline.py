@@ -14,7 +14,6 @@ from procedures.applications import (
     PIPELINE,
     Application,
     ApplicationCreated,
-    ApplicationRef,
     CreateApplication,
     ListApplications,
     Review,
@@ -23,15 +22,24 @@ from procedures.applications import (
     StatusChanged,
     UpdateStatus,
 )
-from procedures.common import Id, page_and_total, parse_id
 from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
 from procedures.files import owned
-from rpc.core.envelope import Page
-from rpc.core.errors import Conflict, Forbidden, InvalidTransition, NotFound
-from rpc.core.principal import Principal
-from rpc.core.registry import on_conflict, procedure
-from rpc.db.pool import one_row
-from rpc.dispatch.context import Context
+from rpc.api import (
+    Conflict,
+    Context,
+    Forbidden,
+    Id,
+    IdParams,
+    InvalidTransition,
+    NotFound,
+    Page,
+    Principal,
+    on_conflict,
+    one_row,
+    page_and_total,
+    parse_id,
+    procedure,
+)
 from rpc.files.model import File, as_json, nested, nested_list
 
 APPLIED_ONCE = "applications_job_candidate_key"
@@ -174,7 +182,7 @@ async def application_changes(ctx: Context, params: FeedParams) -> Feed[Applicat
 
 
 @procedure("applications.get", scope="read:applications")
-async def get_application(ctx: Context, params: ApplicationRef) -> Application:
+async def get_application(ctx: Context, params: IdParams) -> Application:
     """Get one application: your own, or one to your account's jobs."""
     application, job_account, _ = await _find(ctx, params.id, lock=False)
     return _as_seen_by(ctx.principal, application, job_account)
@@ -236,7 +244,7 @@ async def review(ctx: Context, params: Review) -> Application:
     roles=("candidate",),
     emits=("application.status_changed",),
 )
-async def withdraw(ctx: Context, params: ApplicationRef) -> Application:
+async def withdraw(ctx: Context, params: IdParams) -> Application:
     """Withdraw your own application (event `application.status_changed`)."""
     application, job_account, candidate_account = await _find(ctx, params.id, lock=True)
     if application.candidate_id != ctx.principal.user_id:

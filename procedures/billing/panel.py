@@ -14,8 +14,7 @@ from starlette.routing import Route
 from procedures.billing.provider import PayTRSettings
 from procedures.billing.subscriptions import BILLING_ROLES, Buyer, open_checkout
 from procedures.vocabulary import PLANS
-from rpc.core.errors import Conflict, Unavailable
-from rpc.core.types import Connection
+from rpc.api import Conflict, Connection, Unavailable
 from rpc.panel import reveals
 from rpc.panel.handler import Panel, error_page, page
 from rpc.panel.pages import PanelPages

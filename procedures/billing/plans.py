@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from procedures.billing.shapes import PlanInfo
 from procedures.vocabulary import PLANS, VOCABULARY
-from rpc.core.envelope import Page, PageParams
-from rpc.core.registry import procedure
+from rpc.api import Context, Page, PageParams, procedure
 from rpc.core.vocabulary import Plan
-from rpc.dispatch.context import Context
 
 
 def default_plan() -> str:

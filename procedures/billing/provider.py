@@ -30,9 +30,8 @@ import msgspec
 
 from procedures.billing.settlement import settle
 from procedures.billing.shapes import Checkout, Notice, Order
+from rpc.api import Connection, Unavailable
 from rpc.audit import log as audit_log
-from rpc.core.errors import Unavailable
-from rpc.core.types import Connection
 from rpc.outbox.emit import Emitter
 from rpc.payments.provider import Verdict
 from rpc.settings import Settings, SettingsError

@@ -24,9 +24,9 @@ from procedures.billing.shapes import (
     PaymentStatus,
     SubscriptionEvent,
 )
+from rpc.api import Connection
 from rpc.audit import log as audit_log
 from rpc.core.periodic import EventSink, Periodic
-from rpc.core.types import Connection
 from rpc.payments.plan_change import change_plan, change_plans
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,7 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from procedures.common import EXAMPLE_ID, Id
-from rpc.core.envelope import Params, Struct
+from rpc.api import Params, Struct
 
 SubscriptionStatus = Literal["pending", "active", "cancelled", "expired", "failed"]
 PaymentStatus = Literal["pending", "completed", "failed"]
@@ -101,12 +100,6 @@ class CreateSubscription(Params, frozen=True, kw_only=True):
     plan: PaidPlan
 
     example: ClassVar[Mapping[str, Any]] = {"plan": "pro"}
-
-
-class Ref(Params, frozen=True, kw_only=True):
-    id: Id
-
-    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID}
 
 
 class PaymentEvent(Struct, frozen=True, kw_only=True):

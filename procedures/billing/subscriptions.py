@@ -27,20 +27,30 @@ from procedures.billing.shapes import (
     Invoice,
     Order,
     Payment,
-    Ref,
     Subscribed,
     Subscription,
     SubscriptionEvent,
 )
-from procedures.common import Id, page_and_total, parse_id
 from procedures.vocabulary import PLANS
-from rpc.core.envelope import Page, PageParams
-from rpc.core.errors import Conflict, InvalidTransition, NotFound, Unavailable
-from rpc.core.registry import procedure
-from rpc.core.types import Connection, Role
+from rpc.api import (
+    Conflict,
+    Connection,
+    Context,
+    Id,
+    IdParams,
+    InvalidTransition,
+    NotFound,
+    Page,
+    PageParams,
+    Role,
+    Unavailable,
+    one_row,
+    page_and_total,
+    parse_id,
+    procedure,
+)
 from rpc.core.vocabulary import Plan
-from rpc.db.pool import one_row
-from rpc.dispatch.context import Context, TransactionOpener
+from rpc.dispatch.context import TransactionOpener
 from rpc.payments.plan_change import change_plan
 from rpc.settings import Settings
 
@@ -150,7 +160,7 @@ async def create_subscription(ctx: Context, params: CreateSubscription) -> Subsc
     roles=BILLING_ROLES,
     emits=("billing.subscription.cancelled",),
 )
-async def cancel_subscription(ctx: Context, params: Ref) -> Subscription:
+async def cancel_subscription(ctx: Context, params: IdParams) -> Subscription:
     """Cancel a `pending` or `active` subscription of your account at once (event
     `billing.subscription.cancelled`); cancelling the active one puts the account back on the free plan."""
     subscription_id = parse_id(params.id)
@@ -181,7 +191,7 @@ async def list_subscriptions(ctx: Context, params: PageParams) -> Page[Subscript
 
 
 @procedure("billing.subscriptions.get", scope="read:billing", roles=BILLING_ROLES)
-async def get_subscription(ctx: Context, params: Ref) -> Subscription:
+async def get_subscription(ctx: Context, params: IdParams) -> Subscription:
     """Get one subscription of your account."""
     return await _get(ctx, "subscriptions", params.id, Subscription)
 
@@ -193,7 +203,7 @@ async def list_payments(ctx: Context, params: PageParams) -> Page[Payment]:
 
 
 @procedure("billing.payments.get", scope="read:billing", roles=BILLING_ROLES)
-async def get_payment(ctx: Context, params: Ref) -> Payment:
+async def get_payment(ctx: Context, params: IdParams) -> Payment:
     """Get one payment of your account."""
     return await _get(ctx, "payments", params.id, Payment)
 
@@ -205,7 +215,7 @@ async def list_invoices(ctx: Context, params: PageParams) -> Page[Invoice]:
 
 
 @procedure("billing.invoices.get", scope="read:billing", roles=BILLING_ROLES)
-async def get_invoice(ctx: Context, params: Ref) -> Invoice:
+async def get_invoice(ctx: Context, params: IdParams) -> Invoice:
     """Get one invoice of your account."""
     return await _get(ctx, "invoices", params.id, Invoice)
 

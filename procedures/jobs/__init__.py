@@ -10,30 +10,36 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from procedures.common import (
-    EXAMPLE_ID,
-    Id,
-    LongText,
-    PlainText,
-    ShortText,
-    changes,
-    like_pattern,
-    page_and_total,
-    parse_id,
-    set_clause,
-)
 from procedures.feed import Feed, FeedParams, FeedQuery, read_feed
 from procedures.jobs.search import listing
 from procedures.jobs.search.corpus import INDEX
 from procedures.published_cache import PROBE, VERSION_SQL, PublishedCache, changes_since
 from procedures.window import SLACK, Ranked, Window
-from rpc.core.envelope import Page, PageParams, Params, Struct
-from rpc.core.errors import Forbidden, InvalidTransition, NotFound
+from rpc.api import (
+    EXAMPLE_ID,
+    Context,
+    Forbidden,
+    Id,
+    IdParams,
+    InvalidTransition,
+    LongText,
+    NotFound,
+    Page,
+    PageParams,
+    Params,
+    PlainText,
+    Principal,
+    Role,
+    ShortText,
+    Struct,
+    changes,
+    like_pattern,
+    page_and_total,
+    parse_id,
+    procedure,
+    set_clause,
+)
 from rpc.core.memory import Slot
-from rpc.core.principal import Principal
-from rpc.core.registry import procedure
-from rpc.core.types import Role
-from rpc.dispatch.context import Context
 from rpc.search.answers import Answers
 from rpc.search.index import SearchIndex
 from rpc.search.view import View
@@ -80,12 +86,6 @@ class ListJobs(PageParams, frozen=True, kw_only=True):
     mine: bool = False
 
     example: ClassVar[Mapping[str, Any]] = {"q": "engineer", "location": "Berlin", "page": 1, "per_page": 20}
-
-
-class JobRef(Params, frozen=True, kw_only=True):
-    id: Id
-
-    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID}
 
 
 class CreateJob(Params, frozen=True, kw_only=True):
@@ -277,7 +277,7 @@ def _kept_page(params: ListJobs, version: int, window: Window) -> _KeptPage:
 
 
 @procedure("jobs.get", scope="read:jobs")
-async def get_job(ctx: Context, params: JobRef) -> Job:
+async def get_job(ctx: Context, params: IdParams) -> Job:
     """Get one job: published and closed jobs are visible to everyone, drafts only to their account."""
     job, _ = await _visible(ctx, params.id, lock=False)
     return job
@@ -326,13 +326,13 @@ async def update_job(ctx: Context, params: UpdateJob) -> Job:
 
 
 @procedure("jobs.publish", scope="write:jobs", write=True, roles=EMPLOYERS, emits=("job.published",))
-async def publish_job(ctx: Context, params: JobRef) -> Job:
+async def publish_job(ctx: Context, params: IdParams) -> Job:
     """Publish a draft (`draft → published`, event `job.published`)."""
     return await _transition(ctx, params.id, "draft", "published", _PUBLISH)
 
 
 @procedure("jobs.close", scope="write:jobs", write=True, roles=EMPLOYERS, emits=("job.closed",))
-async def close_job(ctx: Context, params: JobRef) -> Job:
+async def close_job(ctx: Context, params: IdParams) -> Job:
     """Close a published job (`published → closed`, event `job.closed`)."""
     return await _transition(ctx, params.id, "published", "closed", _CLOSE)
 

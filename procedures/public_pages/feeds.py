@@ -18,7 +18,7 @@ from procedures.public_pages.jobposting import description_html
 from procedures.public_pages.settings import PublicSettings
 from procedures.public_pages.snapshot import Published, answer, rows
 from procedures.public_pages.xmltext import cdata, text
-from rpc.core.types import Connection
+from rpc.api import Connection
 from rpc.web.state import web
 
 XML = "application/xml; charset=utf-8"

@@ -10,16 +10,16 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from procedures.applications import FINAL, ApplicationRef
+from procedures.applications import FINAL
 from procedures.applications.pipeline import withdraw
 from procedures.files import save_upload
 from procedures.profile import UpdateProfile
 from procedures.profile import update as update_profile
 from procedures.public_pages import resume
 from procedures.public_pages.site import context_for, render
-from rpc.core.errors import InvalidParams, RateLimited, RpcError
+from rpc.api import Connection, IdParams, InvalidParams, RpcError
+from rpc.core.errors import RateLimited
 from rpc.core.multipart import Form
-from rpc.core.types import Connection
 from rpc.services import services
 from rpc.web.forms import FormError, read_form
 from rpc.web.pages import redirect, signin_url
@@ -127,7 +127,7 @@ async def withdraw_application(request: Request) -> Response:
             await state.throttle.hit("panel_writes", user.user_id)
             async with conn.transaction():
                 ctx = await context_for(request, conn, services(request), user, "applications.withdraw")
-                await withdraw(ctx, ApplicationRef(id=request.path_params["id"]))
+                await withdraw(ctx, IdParams(id=request.path_params["id"]))
         except RateLimited as exc:
             return state.pages.rate_limited(exc)
         except RpcError as exc:  # not yours (404), or already final (409)

@@ -13,8 +13,7 @@ from procedures.public_pages.jobposting import LABELS, description_html, job_pos
 from procedures.public_pages.settings import PublicSettings
 from procedures.public_pages.site import find_job, job_gone, public, render, visitor_context
 from procedures.published_cache import PROBE, PROBE_SQL
-from rpc.core.errors import RpcError
-from rpc.core.principal import Principal
+from rpc.api import Principal, RpcError
 from rpc.services import services
 from rpc.web.state import web
 

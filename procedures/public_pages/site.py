@@ -13,9 +13,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from procedures.public_pages.jobposting import PublicJob
-from rpc.core.principal import Principal
-from rpc.core.types import Connection
-from rpc.dispatch.context import Context
+from rpc.api import Connection, Context, Principal
 from rpc.panel.pages import PanelPages
 from rpc.services import Services
 from rpc.web.auth_api import client_address

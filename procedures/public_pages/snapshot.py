@@ -15,7 +15,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from rpc.core.types import Connection
+from rpc.api import Connection
 from rpc.db.pool import Pool
 
 BATCH = 500

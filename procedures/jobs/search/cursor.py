@@ -16,8 +16,8 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
+from rpc.api import InvalidParams
 from rpc.core.cursor import CursorCodec
-from rpc.core.errors import InvalidParams
 
 
 class Position(msgspec.Struct, frozen=True, array_like=True):

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rpc.core.envelope import Struct
+from rpc.api import Struct
 
 FACET_SIZE = 10
 NAMES = ("employment_type", "location", "company")

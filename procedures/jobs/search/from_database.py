@@ -8,11 +8,10 @@ from typing import Any
 
 import msgspec
 
-from procedures.common import like_pattern
 from procedures.jobs import JobSummary
 from procedures.jobs.search.facets import FacetCounts, counts_sql
 from procedures.jobs.search.request import Search, SearchPage
-from rpc.dispatch.context import Context
+from rpc.api import Context, like_pattern
 
 _SHOWN = "id::text AS id, title, company, location, status, created_at, published_at AS _published_at"
 # The tier: 1 when the title alone answers the query, else 0.

@@ -12,9 +12,8 @@ from procedures.jobs.search import from_database, from_index
 from procedures.jobs.search.corpus import INDEX
 from procedures.jobs.search.request import Search, SearchJobs, SearchPage
 from procedures.published_cache import PROBE
+from rpc.api import Context, procedure
 from rpc.core.memory import Slot
-from rpc.core.registry import procedure
-from rpc.dispatch.context import Context
 from rpc.search.answers import Answers
 from rpc.search.index import SearchIndex
 

@@ -10,13 +10,12 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from procedures.common import Moment, PlainText, moment
 from procedures.jobs import EmploymentType, JobSummary
 from procedures.jobs.search import cursor
 from procedures.jobs.search.facets import Facets
 from procedures.jobs.search.syntax import Typed, parse
+from rpc.api import Moment, Params, PlainText, Struct, moment
 from rpc.core.cursor import CursorCodec
-from rpc.core.envelope import Params, Struct
 
 Sort = Literal["relevance", "newest"]
 # Text, read here: a query string's lax conversion would take a bare number for a Unix time.

@@ -1,18 +1,18 @@
-"""Types and helpers shared by the procedure modules."""
+"""The parameter types procedures share (ids, texts, times) and the helpers that read them: one id is `404` when
+malformed, one time is RFC 3339 with its offset, one partial update writes only the fields sent."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import uuid
-from collections.abc import Iterable
-from typing import Annotated, Any
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
+from rpc.core.envelope import Params
 from rpc.core.errors import InvalidParams, NotFound
-from rpc.db.pool import one_row
-from rpc.dispatch.context import Context
 
 # PostgreSQL text cannot hold NUL, so no string parameter may contain one.
 NO_NUL = r"^[^\x00]*$"
@@ -32,6 +32,14 @@ LongText = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
 EXAMPLE_ID = "0f8b9c52-3a6e-4d1e-9a57-1c2d3e4f5a6b"
 
 
+class IdParams(Params, frozen=True, kw_only=True):
+    """The parameters of a procedure that takes one object by its id."""
+
+    id: Id
+
+    example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID}
+
+
 def parse_id(value: Id, field: str = "id") -> uuid.UUID:
     """The object id behind `value`; a malformed id names no object, so it is `404`, never `422`, whose message
     says what an id looks like (a caller who sent `123` learns that it is not one)."""
@@ -43,31 +51,6 @@ def parse_id(value: Id, field: str = "id") -> uuid.UUID:
         f"No such object: {field} must be an id as this service returns them, a UUID such as {EXAMPLE_ID}, "
         f"and {shown} is not one."
     )
-
-
-async def page_and_total(
-    ctx: Context, columns: str, source: str, order: str, values: dict[str, Any], total: str | None = None
-) -> tuple[list[dict[str, Any]], int]:
-    """`SELECT columns source ORDER BY order`, one page of it (`limit` and `offset` in `values`), and its exact
-    total: `count(*)` of `source`, unless `total` is a query of the one value that keeps it.
-
-    One statement, where each row also carries the total (evaluated once): the driver's cost is per statement.
-    Only a page past the end, which has no row to carry it, asks for the total alone.
-    """
-    facts = f"({total or f'SELECT count(*) {source}'}) AS _total"
-    cursor = await ctx.conn.execute(
-        f"SELECT {columns}, {facts} {source} ORDER BY {order} LIMIT %(limit)s OFFSET %(offset)s", values
-    )
-    page = await cursor.fetchall()
-    if page:
-        first = page[0]
-    else:
-        cursor = await ctx.conn.execute(f"SELECT {facts}", values)
-        first = await one_row(cursor)
-    count = int(first["_total"] or 0)  # no row of job_totals yet: no job was ever published
-    for row in page:
-        del row["_total"]
-    return page, count
 
 
 def changes(params: msgspec.Struct, columns: Iterable[str]) -> dict[str, Any]:
