@@ -44,6 +44,11 @@ CREATE TABLE IF NOT EXISTS users (
     deleted_at     timestamptz(0),
     -- The résumé on the person's profile (a File of their own; the foreign key is added with `files`).
     resume_file_id uuid,
+    -- A member of a hiring account is mailed each new application to its jobs unless they turn it off.
+    notify_new_applications  boolean  NOT NULL DEFAULT true,
+    -- The private calendar feed's address is derived from this: rotating it raises the number, and the old
+    -- address answers 404 at once (docs/interviews.md).
+    calendar_epoch  integer        NOT NULL DEFAULT 0,
     CONSTRAINT users_pkey PRIMARY KEY (id),
     CONSTRAINT users_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
     CONSTRAINT users_role_check CHECK (role IN ('candidate', 'employer', 'admin')),
@@ -203,12 +208,15 @@ CREATE TABLE IF NOT EXISTS jobs (
     search_doc       tsvector,
     -- The writing transaction's id, stamped on every insert and update: the position in `jobs.changes`.
     change_xid       xid8           NOT NULL DEFAULT pg_current_xact_id(),
+    -- What interviewers rate on a scorecard: at most 20 distinct names (docs/interviews.md).
+    scorecard_attributes  text[]   NOT NULL DEFAULT '{}',
     CONSTRAINT jobs_pkey PRIMARY KEY (id),
     CONSTRAINT jobs_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
     CONSTRAINT jobs_created_by_fkey FOREIGN KEY (created_by) REFERENCES users (id) ON DELETE SET NULL,
     CONSTRAINT jobs_status_check CHECK (status IN ('draft', 'published', 'closed')),
     CONSTRAINT jobs_employment_type_check
-        CHECK (employment_type IN ('full_time', 'part_time', 'contract', 'internship', 'temporary'))
+        CHECK (employment_type IN ('full_time', 'part_time', 'contract', 'internship', 'temporary')),
+    CONSTRAINT jobs_scorecard_attributes_check CHECK (cardinality(scorecard_attributes) <= 20)
 );
 -- The public list: published jobs, newest first.
 CREATE INDEX IF NOT EXISTS jobs_published_idx ON jobs (created_at DESC, id DESC) WHERE status = 'published';
@@ -508,6 +516,190 @@ END $$;
 CREATE OR REPLACE TRIGGER files_queue_bytes_deletion AFTER DELETE ON files
     FOR EACH ROW EXECUTE FUNCTION queue_file_bytes_deletion();
 
+-- ---------------------------------------------------------------------------------------------------
+-- The recruiting loop (docs/interviews.md): interviews with their interviewers, scorecards, offers and
+-- their approvals. Every row belongs to one application and goes with it.
+-- ---------------------------------------------------------------------------------------------------
+
+-- Overlapping times are refused by exclusion constraints over time ranges, which need equality on uuids in
+-- a GiST index.
+CREATE EXTENSION IF NOT EXISTS btree_gist;
+
+-- An interview: a time, in a time zone, for one application. `sequence` grows with every change that alters
+-- what its invitations say (RFC 5545's SEQUENCE); `cancelled_at` ends it, and a cancelled interview keeps its
+-- scorecards. The status a reader sees (scheduled, awaiting feedback, completed) follows from the time and the
+-- scorecards when read.
+CREATE TABLE IF NOT EXISTS interviews (
+    id              uuid           NOT NULL DEFAULT gen_random_uuid(),
+    application_id  uuid           NOT NULL,
+    job_id          uuid           NOT NULL,
+    -- The job's account, whose members interview and whose events these are.
+    account_id      uuid           NOT NULL,
+    candidate_id    uuid           NOT NULL,
+    title           text           NOT NULL,
+    starts_at       timestamptz(0) NOT NULL,
+    ends_at         timestamptz(0) NOT NULL,
+    time_zone       text           NOT NULL,
+    location        text,
+    video_url       text,
+    sequence        integer        NOT NULL DEFAULT 0,
+    cancelled_at    timestamptz(0),
+    cancel_reason   text,
+    created_by      uuid,
+    created_at      timestamptz(0) NOT NULL DEFAULT now(),
+    updated_at      timestamptz(0) NOT NULL DEFAULT now(),
+    CONSTRAINT interviews_pkey PRIMARY KEY (id),
+    CONSTRAINT interviews_application_fkey FOREIGN KEY (application_id) REFERENCES applications (id) ON DELETE CASCADE,
+    CONSTRAINT interviews_job_fkey FOREIGN KEY (job_id) REFERENCES jobs (id) ON DELETE CASCADE,
+    CONSTRAINT interviews_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
+    CONSTRAINT interviews_candidate_fkey FOREIGN KEY (candidate_id) REFERENCES users (id) ON DELETE CASCADE,
+    CONSTRAINT interviews_created_by_fkey FOREIGN KEY (created_by) REFERENCES users (id) ON DELETE SET NULL,
+    CONSTRAINT interviews_times_check CHECK (starts_at < ends_at AND ends_at <= starts_at + interval '8 hours'),
+    CONSTRAINT interviews_sequence_check CHECK (sequence >= 0),
+    -- A candidate is in one interview at a time: back to back is fine (half-open ranges).
+    CONSTRAINT interviews_candidate_overlap
+        EXCLUDE USING gist (candidate_id WITH =, tstzrange(starts_at, ends_at) WITH &&) WHERE (cancelled_at IS NULL)
+);
+CREATE INDEX IF NOT EXISTS interviews_application_idx ON interviews (application_id, starts_at, id);
+CREATE INDEX IF NOT EXISTS interviews_job_idx ON interviews (job_id, starts_at, id);
+CREATE INDEX IF NOT EXISTS interviews_account_idx ON interviews (account_id, starts_at, id);
+CREATE INDEX IF NOT EXISTS interviews_candidate_idx ON interviews (candidate_id, starts_at, id);
+
+-- Who interviews: a row per interviewer, in the order given, carrying a copy of its interview's time and
+-- state (kept by the triggers below, whichever path writes) so that an interviewer's overlapping interviews
+-- are refused by the database itself, also when two are booked at once. `next_reminder_at` is when the
+-- interviewer is next reminded of a scorecard still owed (NULL: none owed, or the last reminder sent).
+CREATE TABLE IF NOT EXISTS interview_interviewers (
+    interview_id      uuid           NOT NULL,
+    user_id           uuid           NOT NULL,
+    position          smallint       NOT NULL,
+    starts_at         timestamptz(0) NOT NULL,
+    ends_at           timestamptz(0) NOT NULL,
+    cancelled         boolean        NOT NULL DEFAULT false,
+    next_reminder_at  timestamptz(0),
+    reminders_sent    smallint       NOT NULL DEFAULT 0,
+    CONSTRAINT interview_interviewers_pkey PRIMARY KEY (interview_id, user_id),
+    CONSTRAINT interview_interviewers_interview_fkey
+        FOREIGN KEY (interview_id) REFERENCES interviews (id) ON DELETE CASCADE,
+    CONSTRAINT interview_interviewers_user_fkey FOREIGN KEY (user_id) REFERENCES users (id) ON DELETE CASCADE,
+    CONSTRAINT interview_interviewers_position_check CHECK (position BETWEEN 0 AND 9),
+    CONSTRAINT interview_interviewers_reminders_check CHECK (reminders_sent BETWEEN 0 AND 5),
+    CONSTRAINT interview_interviewers_overlap
+        EXCLUDE USING gist (user_id WITH =, tstzrange(starts_at, ends_at) WITH &&) WHERE (NOT cancelled)
+);
+-- An interviewer's week, in order (interviews.list with `interviewer_id`).
+CREATE INDEX IF NOT EXISTS interview_interviewers_user_idx ON interview_interviewers (user_id, starts_at, interview_id);
+-- The periodic reminders: the next ones due.
+CREATE INDEX IF NOT EXISTS interview_interviewers_reminder_idx ON interview_interviewers (next_reminder_at)
+    WHERE next_reminder_at IS NOT NULL;
+
+CREATE OR REPLACE FUNCTION interviewer_takes_interview_time() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT i.starts_at, i.ends_at, i.cancelled_at IS NOT NULL INTO NEW.starts_at, NEW.ends_at, NEW.cancelled
+    FROM interviews AS i WHERE i.id = NEW.interview_id;
+    RETURN NEW;
+END $$;
+CREATE OR REPLACE TRIGGER interview_interviewers_take_time BEFORE INSERT ON interview_interviewers
+    FOR EACH ROW EXECUTE FUNCTION interviewer_takes_interview_time();
+CREATE OR REPLACE FUNCTION interview_moves_interviewers() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE interview_interviewers
+    SET starts_at = NEW.starts_at, ends_at = NEW.ends_at, cancelled = NEW.cancelled_at IS NOT NULL
+    WHERE interview_id = NEW.id;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER interviews_move_interviewers AFTER UPDATE OF starts_at, ends_at, cancelled_at ON interviews
+    FOR EACH ROW EXECUTE FUNCTION interview_moves_interviewers();
+
+-- An interviewer's feedback on one interview, once: a recommendation, ratings of the job's scorecard
+-- attributes (`[{"attribute", "rating", "note"}]`) and notes. Never deleted by a reschedule or a cancel.
+CREATE TABLE IF NOT EXISTS scorecards (
+    id              uuid           NOT NULL DEFAULT gen_random_uuid(),
+    interview_id    uuid           NOT NULL,
+    application_id  uuid           NOT NULL,
+    interviewer_id  uuid           NOT NULL,
+    recommendation  text           NOT NULL,
+    ratings         jsonb          NOT NULL DEFAULT '[]',
+    notes           text,
+    submitted_at    timestamptz(0) NOT NULL DEFAULT now(),
+    CONSTRAINT scorecards_pkey PRIMARY KEY (id),
+    CONSTRAINT scorecards_interview_fkey FOREIGN KEY (interview_id) REFERENCES interviews (id) ON DELETE CASCADE,
+    CONSTRAINT scorecards_application_fkey FOREIGN KEY (application_id) REFERENCES applications (id) ON DELETE CASCADE,
+    CONSTRAINT scorecards_interviewer_fkey FOREIGN KEY (interviewer_id) REFERENCES users (id) ON DELETE CASCADE,
+    CONSTRAINT scorecards_recommendation_check CHECK (recommendation IN ('strong_no', 'no', 'yes', 'strong_yes')),
+    CONSTRAINT scorecards_ratings_check CHECK (jsonb_typeof(ratings) = 'array'),
+    -- One scorecard per interviewer and interview: a second one is `409 conflict`.
+    CONSTRAINT scorecards_interviewer_key UNIQUE (interview_id, interviewer_id)
+);
+CREATE INDEX IF NOT EXISTS scorecards_application_idx ON scorecards (application_id, submitted_at, id);
+
+-- An offer: its terms, in versions. A change of terms makes a new version (the old one `superseded`) whose
+-- approvals start afresh. `expired` is written when a sent offer's `expires_at` has passed and something
+-- needs the application's open place; reads show it as expired from that moment anyway.
+CREATE TABLE IF NOT EXISTS offers (
+    id               uuid           NOT NULL DEFAULT gen_random_uuid(),
+    application_id   uuid           NOT NULL,
+    job_id           uuid           NOT NULL,
+    account_id       uuid           NOT NULL,
+    candidate_id     uuid           NOT NULL,
+    version          integer        NOT NULL,
+    previous_id      uuid,
+    status           text           NOT NULL,
+    title            text           NOT NULL,
+    start_date       date           NOT NULL,
+    salary_amount    numeric        NOT NULL,
+    salary_currency  text           NOT NULL,
+    salary_period    text           NOT NULL,
+    expires_at       timestamptz(0) NOT NULL,
+    notes            text,
+    created_by       uuid,
+    sent_at          timestamptz(0),
+    responded_at     timestamptz(0),
+    response_note    text,
+    created_at       timestamptz(0) NOT NULL DEFAULT now(),
+    updated_at       timestamptz(0) NOT NULL DEFAULT now(),
+    CONSTRAINT offers_pkey PRIMARY KEY (id),
+    CONSTRAINT offers_application_fkey FOREIGN KEY (application_id) REFERENCES applications (id) ON DELETE CASCADE,
+    CONSTRAINT offers_job_fkey FOREIGN KEY (job_id) REFERENCES jobs (id) ON DELETE CASCADE,
+    CONSTRAINT offers_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
+    CONSTRAINT offers_candidate_fkey FOREIGN KEY (candidate_id) REFERENCES users (id) ON DELETE CASCADE,
+    CONSTRAINT offers_previous_fkey FOREIGN KEY (previous_id) REFERENCES offers (id) ON DELETE CASCADE,
+    CONSTRAINT offers_created_by_fkey FOREIGN KEY (created_by) REFERENCES users (id) ON DELETE SET NULL,
+    CONSTRAINT offers_status_check CHECK (status IN (
+        'pending_approval', 'approved', 'rejected', 'sent', 'accepted', 'declined', 'expired', 'cancelled',
+        'superseded')),
+    CONSTRAINT offers_version_check CHECK (version >= 1),
+    CONSTRAINT offers_salary_check CHECK (salary_amount > 0 AND salary_amount < 1e12 AND scale(salary_amount) <= 4
+                                          AND salary_currency ~ '^[A-Z]{3}$'
+                                          AND salary_period IN ('year', 'month', 'hour')),
+    -- A version is followed by at most one (a change of its terms).
+    CONSTRAINT offers_previous_key UNIQUE (previous_id)
+);
+-- An application has at most one open offer: a second is `409 conflict`.
+CREATE UNIQUE INDEX IF NOT EXISTS offers_open_key ON offers (application_id)
+    WHERE status IN ('pending_approval', 'approved', 'sent');
+CREATE INDEX IF NOT EXISTS offers_application_idx ON offers (application_id, created_at DESC, version DESC);
+CREATE INDEX IF NOT EXISTS offers_candidate_idx ON offers (candidate_id, created_at DESC, id DESC);
+
+-- An offer's approvers, in the order they approve; `decision` NULL while pending.
+CREATE TABLE IF NOT EXISTS offer_approvals (
+    offer_id     uuid           NOT NULL,
+    position     smallint       NOT NULL,
+    approver_id  uuid           NOT NULL,
+    decision     text,
+    note         text,
+    decided_at   timestamptz(0),
+    CONSTRAINT offer_approvals_pkey PRIMARY KEY (offer_id, position),
+    CONSTRAINT offer_approvals_offer_fkey FOREIGN KEY (offer_id) REFERENCES offers (id) ON DELETE CASCADE,
+    CONSTRAINT offer_approvals_approver_fkey FOREIGN KEY (approver_id) REFERENCES users (id) ON DELETE CASCADE,
+    CONSTRAINT offer_approvals_approver_key UNIQUE (offer_id, approver_id),
+    CONSTRAINT offer_approvals_decision_check CHECK (decision IN ('approved', 'rejected')),
+    CONSTRAINT offer_approvals_decided_check CHECK ((decision IS NULL) = (decided_at IS NULL))
+);
+-- Approvals waiting for one approver (their turn comes in order).
+CREATE INDEX IF NOT EXISTS offer_approvals_approver_idx ON offer_approvals (approver_id) WHERE decision IS NULL;
+
+-- ---------------------------------------------------------------------------------------------------
 -- Job alerts (docs/alerts.md): saved searches that mail the new jobs they match
 -- ---------------------------------------------------------------------------------------------------
 

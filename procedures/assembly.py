@@ -1,7 +1,7 @@
 """What the operations hand the framework at assembly (`rpc/app.py` is the only caller): every procedure module
-registered, the vocabulary, the payment provider behind the receiver, the periodic expiry of subscriptions and
-matching of job alerts, the Billing and Job alerts pages of the panel, the public job pages and the alerts'
-one-click unsubscribe."""
+registered, the vocabulary, the payment provider behind the receiver, the periodic expiry of subscriptions,
+matching of job alerts and reminders of scorecards, the Billing and Job alerts pages of the panel, the public job
+pages, the alerts' one-click unsubscribe and the private calendar feeds, and the recruiting loop's mail."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ import pkgutil
 import procedures
 from procedures.alerts import pages as alert_pages
 from procedures.alerts.matcher import Matcher
+from procedures.applications import letters
+from procedures.applications.interviews import feed as calendar_feed
+from procedures.applications.interviews.reminders import Reminders
 from procedures.billing import panel as billing_panel
 from procedures.billing.provider import PayTR, PayTRSettings
 from procedures.billing.settlement import EXPIRY
@@ -38,11 +41,17 @@ def business(settings: Settings) -> Business:
     return Business(
         vocabulary=VOCABULARY,
         providers={"paytr": PayTR()},
-        periodic={"expire_subscriptions": EXPIRY, "job_alerts": Matcher(settings).periodic()},
+        periodic={
+            "expire_subscriptions": EXPIRY,
+            "job_alerts": Matcher(settings).periodic(),
+            "scorecard_reminders": Reminders(settings).periodic(),
+        },
         privacy=PRIVACY,
         file_holders=FILE_HOLDERS,
         panel_routes=[*billing_panel.routes, *alert_pages.routes],
-        public_routes=[*public_pages.routes(settings), *alert_pages.public_routes],
+        public_routes=[*public_pages.routes(settings), *alert_pages.public_routes, *calendar_feed.routes],
         probes={PROBE: PROBE_SQL},
         corpora=(JOBS,),
+        mail_subjects=letters.SUBJECTS,
+        mail_templates=(letters.TEMPLATES,),
     )

@@ -59,11 +59,61 @@ class ExportedAlert(Alert, frozen=True, kw_only=True):
     last_sent_at: dt.datetime | None
 
 
+class ExportedInterview(Struct, frozen=True, kw_only=True):
+    """An interview the person was in, as its candidate or as an interviewer."""
+
+    id: str
+    application_id: str
+    job_title: str
+    company: str
+    role: str
+    title: str
+    starts_at: dt.datetime
+    ends_at: dt.datetime
+    time_zone: str
+    location: str | None
+    video_url: str | None
+    cancelled_at: dt.datetime | None
+
+
+class ExportedOffer(Struct, frozen=True, kw_only=True):
+    """An offer the person received (and their answer)."""
+
+    id: str
+    application_id: str
+    job_title: str
+    company: str
+    version: int
+    status: str
+    title: str
+    start_date: dt.date
+    salary: dict[str, str]
+    expires_at: dt.datetime
+    sent_at: dt.datetime | None
+    responded_at: dt.datetime | None
+    response_note: str | None
+
+
+class ExportedScorecard(Struct, frozen=True, kw_only=True):
+    """A scorecard the person wrote as an interviewer."""
+
+    id: str
+    interview_id: str
+    application_id: str
+    recommendation: str
+    ratings: list[dict[str, Any]]
+    notes: str | None
+    submitted_at: dt.datetime
+
+
 class Export(Struct, frozen=True, kw_only=True):
     """Everything held about the caller."""
 
     profile: Profile
     applications: list[ExportedApplication]
+    interviews: list[ExportedInterview]
+    offers: list[ExportedOffer]
+    scorecards: list[ExportedScorecard]
     alerts: list[ExportedAlert]
     files: list[ExportedFile]
     api_keys: list[ExportedApiKey]
@@ -84,18 +134,48 @@ ORDER BY a.created_at DESC, a.id DESC
 """
 
 _ALERTS = f"SELECT {ALERT_COLUMNS}, last_sent_at FROM job_alerts WHERE user_id = %(id)s ORDER BY created_at, id"
+_INTERVIEWS = """
+SELECT i.id::text AS id, i.application_id::text AS application_id, j.title AS job_title, j.company,
+       CASE WHEN i.candidate_id = %(id)s THEN 'candidate' ELSE 'interviewer' END AS role, i.title, i.starts_at,
+       i.ends_at, i.time_zone, i.location, i.video_url, i.cancelled_at
+FROM interviews AS i JOIN jobs AS j ON j.id = i.job_id
+WHERE i.candidate_id = %(id)s
+   OR EXISTS (SELECT FROM interview_interviewers AS o WHERE o.interview_id = i.id AND o.user_id = %(id)s)
+ORDER BY i.starts_at, i.id
+"""
+# What reached the candidate: offers sent to them, answered or not (the employer's drafts are the employer's).
+_OFFERS = """
+SELECT o.id::text AS id, o.application_id::text AS application_id, j.title AS job_title, j.company, o.version,
+       o.status, o.title, o.start_date,
+       json_build_object('amount', o.salary_amount::text, 'currency', o.salary_currency, 'period', o.salary_period)
+           AS salary,
+       o.expires_at, o.sent_at, o.responded_at, o.response_note
+FROM offers AS o JOIN jobs AS j ON j.id = o.job_id
+WHERE o.candidate_id = %(id)s AND o.sent_at IS NOT NULL
+ORDER BY o.created_at, o.id
+"""
+_SCORECARDS = """
+SELECT id::text AS id, interview_id::text AS interview_id, application_id::text AS application_id, recommendation,
+       ratings, notes, submitted_at
+FROM scorecards WHERE interviewer_id = %(id)s ORDER BY submitted_at, id
+"""
 
 
 async def document(conn: Connection, held: Held) -> Export:
-    """The export: what the framework holds of the person, their applications with their history, and their
-    job alerts."""
+    """The export: what the framework holds of the person, their applications with their history, their
+    interviews, the offers they received, the scorecards they wrote, and their job alerts."""
     person = {"id": held.profile.id}
-    applications = await (await conn.execute(_APPLICATIONS, person)).fetchall()
-    alerts = await (await conn.execute(_ALERTS, person)).fetchall()
+
+    async def rows(query: str) -> list[dict[str, Any]]:
+        return await (await conn.execute(query, person)).fetchall()
+
     return Export(
         profile=held.profile,
-        applications=[ExportedApplication(**row) for row in applications],
-        alerts=[ExportedAlert(**row) for row in alerts],
+        applications=[ExportedApplication(**row) for row in await rows(_APPLICATIONS)],
+        interviews=[ExportedInterview(**row) for row in await rows(_INTERVIEWS)],
+        offers=[ExportedOffer(**row) for row in await rows(_OFFERS)],
+        scorecards=[ExportedScorecard(**row) for row in await rows(_SCORECARDS)],
+        alerts=[ExportedAlert(**row) for row in await rows(_ALERTS)],
         files=held.files,
         api_keys=held.api_keys,
         oauth_grants=held.oauth_grants,
@@ -205,6 +285,20 @@ PRIVACY = PrivacySteps(
         "DELETE FROM application_files WHERE file_id IN (SELECT id FROM files WHERE owner_id = %(id)s)",
         # Their saved searches (job alerts): nothing of them is kept.
         "DELETE FROM job_alerts WHERE user_id = %(id)s",
+        # Their interviews (with the scorecards written on them) and the offers made to them go with what their
+        # applications held.
+        "DELETE FROM interviews WHERE candidate_id = %(id)s",
+        "DELETE FROM offers WHERE candidate_id = %(id)s",
+        # `application.created` named them (name, e-mail, headline, location) to the job's account: its stored
+        # body goes, as retention would empty it, and a delivery of it still waiting is not attempted.
+        """WITH named AS (
+               UPDATE events SET body = ''::bytea
+               WHERE account_ids @> ARRAY[%(account_id)s::uuid] AND kind = 'application.created'
+                 AND body <> ''::bytea AND convert_from(body, 'UTF8')::jsonb #>> '{data,candidate_id}' = %(id)s::text
+               RETURNING id)
+           UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL,
+                                         last_error = 'its event named a person since erased'
+           WHERE event_id IN (SELECT id FROM named) AND status = 'pending'""",
     ),
     keeps_last_member="EXISTS (SELECT FROM subscriptions WHERE account_id = %(account_id)s AND status = 'active')",
     retention={
@@ -217,6 +311,19 @@ PRIVACY = PrivacySteps(
                   AND a.updated_at < now() - make_interval(days => %(application_days)s)
                   AND EXISTS (SELECT FROM application_files AS af WHERE af.application_id = a.id)
                 ORDER BY a.updated_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
+        # The interviews (with their scorecards) and offers of finished applications go with their texts.
+        "interviews": """
+            DELETE FROM interviews WHERE id IN (
+                SELECT i.id FROM applications AS a JOIN interviews AS i ON i.application_id = a.id
+                WHERE a.status IN ('hired', 'rejected', 'withdrawn')
+                  AND a.updated_at < now() - make_interval(days => %(application_days)s)
+                ORDER BY a.updated_at LIMIT %(batch)s FOR UPDATE OF i SKIP LOCKED)""",
+        "offers": """
+            DELETE FROM offers WHERE id IN (
+                SELECT o.id FROM applications AS a JOIN offers AS o ON o.application_id = a.id
+                WHERE a.status IN ('hired', 'rejected', 'withdrawn')
+                  AND a.updated_at < now() - make_interval(days => %(application_days)s)
+                ORDER BY a.updated_at LIMIT %(batch)s FOR UPDATE OF o SKIP LOCKED)""",
         "applications": """
             UPDATE applications SET cover_letter = NULL, resume_url = NULL, notes = NULL WHERE id IN (
                 SELECT id FROM applications

@@ -33,6 +33,10 @@ class UpdateProfile(Params, frozen=True, kw_only=True):
     location: PlainText | None | msgspec.UnsetType = msgspec.UNSET
     bio: Bio | None | msgspec.UnsetType = msgspec.UNSET
     resume_file_id: Id | msgspec.UnsetType = msgspec.UNSET
+    notify_new_applications: (
+        Annotated[bool, msgspec.Meta(description="false: no e-mail for each new application to your account's jobs.")]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
 
     example: ClassVar[Mapping[str, Any]] = {
         "display_name": "Ada Lovelace",
@@ -42,7 +46,7 @@ class UpdateProfile(Params, frozen=True, kw_only=True):
     }
 
 
-_EDITABLE = ("display_name", "headline", "location", "bio")
+_EDITABLE = ("display_name", "headline", "location", "bio", "notify_new_applications")
 
 
 @procedure("profile.me", scope="read:profile")
@@ -54,7 +58,8 @@ async def me(ctx: Context, params: Empty) -> Profile:
 @procedure("profile.update", scope="write:profile", write=True)
 async def update(ctx: Context, params: UpdateProfile) -> Profile:
     """Change any of your display name, headline, location, bio and résumé (`resume_file_id`, a file you
-    uploaded); `null` clears a field."""
+    uploaded); `null` clears a field. A member of a hiring account turns the e-mail of each new application off
+    with `notify_new_applications: false`."""
     changed = changes(params, _EDITABLE)
     if params.resume_file_id is not None and params.resume_file_id is not msgspec.UNSET:
         await owned(ctx, [params.resume_file_id])

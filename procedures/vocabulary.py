@@ -8,8 +8,13 @@ from rpc.core.vocabulary import Plan, Vocabulary
 SCOPES = {
     "read:jobs": "See job postings, including your account's drafts.",
     "write:jobs": "Create, edit, publish and close your account's job postings.",
-    "read:applications": "See applications: your own, or those to your account's jobs.",
-    "write:applications": "Submit and withdraw applications, and move them through the hiring pipeline.",
+    "read:applications": (
+        "See applications, their interviews, scorecards and offers: your own, or those to your account's jobs."
+    ),
+    "write:applications": (
+        "Submit and withdraw applications, answer offers, and move applications through the hiring pipeline: "
+        "interviews, scorecards and offers."
+    ),
     "read:profile": "See your profile: name, e-mail, role and account.",
     "write:profile": "Change your display name, headline, location and bio, or erase yourself.",
     "read:billing": "See your account's plan, subscriptions, payments and invoices.",
@@ -44,6 +49,18 @@ EVENT_KINDS = (
     "application.created",
     "application.status_changed",
     "application.reviewed",
+    "interview.scheduled",
+    "interview.rescheduled",
+    "interview.updated",
+    "interview.cancelled",
+    "scorecard.submitted",
+    "offer.created",
+    "offer.approved",
+    "offer.rejected",
+    "offer.sent",
+    "offer.accepted",
+    "offer.declined",
+    "offer.cancelled",
     "billing.payment.completed",
     "billing.payment.failed",
     "billing.subscription.created",

@@ -13,10 +13,12 @@ through a procedure written with it.
 
 from __future__ import annotations
 
+from rpc.core.database_errors import on_duplicate
 from rpc.core.envelope import Empty, FieldError, Page, PageParams, Params, Struct
 from rpc.core.errors import (
     Conflict,
     Forbidden,
+    InsufficientScope,
     InvalidParams,
     InvalidTransition,
     NotFound,
@@ -60,6 +62,7 @@ __all__ = [
     "Forbidden",
     "Id",
     "IdParams",
+    "InsufficientScope",
     "InvalidParams",
     "InvalidTransition",
     "LongText",
@@ -80,6 +83,7 @@ __all__ = [
     "like_pattern",
     "moment",
     "on_conflict",
+    "on_duplicate",
     "one_row",
     "page_and_total",
     "parse_id",

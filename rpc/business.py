@@ -19,8 +19,8 @@ from rpc.search.corpus import Corpus
 @dataclass(frozen=True, slots=True)
 class Business:
     """The vocabulary, the payment providers by the path segment of their notification address, the periodic
-    work by name, the panel's pages of the business (routes under `/panel`), its public pages, the probes, and the
-    corpora."""
+    work by name, the panel's pages of the business (routes under `/panel`), its public pages, the probes, the
+    corpora, and its kinds of mail."""
 
     vocabulary: Vocabulary
     providers: Mapping[str, Provider] = field(default_factory=dict)
@@ -38,3 +38,7 @@ class Business:
     file_holders: Sequence[str] = ()
     # Collections each server process keeps a search index of (`ctx.indexes[name]`), fed by their change logs.
     corpora: Sequence[Corpus] = ()
+    # The business's own kinds of mail (`ctx.mail`): each kind's subject, and the packages whose `templates/` hold
+    # its `<kind>.txt` and `<kind>.html`.
+    mail_subjects: Mapping[str, str] = field(default_factory=dict)
+    mail_templates: Sequence[str] = ()

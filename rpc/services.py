@@ -74,6 +74,7 @@ class Services:
     memory: Memory  # what procedures keep between calls in this app (`ctx.kept`)
     privacy: PrivacySteps  # the business's share of a person's export and erasure (the panel's Profile page)
     files: Files  # the file store and the download links
+    mail: Mail  # every kind of mail, the framework's and the business's, queued in the caller's transaction
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -95,7 +96,7 @@ class Services:
             metrics = Metrics(settings.metrics_allow, pool)
             counters = open_storage(settings.rate_limit_storage)
             passwords = Passwords(settings.password_hash_concurrency)
-            mail = Mail(settings, emitter.queue)
+            mail = Mail(settings, emitter.queue, business.mail_subjects, business.mail_templates)
             files = Files.of(settings)
             indexes = {
                 corpus.name: await stack.enter_async_context(
@@ -126,6 +127,7 @@ class Services:
                     indexes,
                     memory,
                     files,
+                    mail,
                 ),
                 emitter=emitter,
                 webhooks=Webhooks(settings, emitter),
@@ -138,6 +140,7 @@ class Services:
                 memory=memory,
                 privacy=business.privacy,
                 files=files,
+                mail=mail,
             )
             if deliver:
                 sender = await stack.enter_async_context(Sender(guard(settings)))

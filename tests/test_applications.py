@@ -29,6 +29,9 @@ APPLICATION_KEYS = {
     "created_at",
     "updated_at",
 }
+# What the job's account reads: the same, and who applied.
+EMPLOYER_VIEW_KEYS = APPLICATION_KEYS | {"candidate"}
+CANDIDATE_KEYS = {"id", "display_name", "email", "headline", "location"}
 ENVELOPE_KEYS = {"event", "data", "timestamp", "idempotency_key"}
 PIPELINE = ("pending", "reviewed", "interview_scheduled", "offered", "hired")
 FINAL = ("hired", "rejected", "withdrawn")
@@ -153,7 +156,15 @@ def test_candidate_applies_with_the_exact_shape(
     assert TIMESTAMP.match(made["created_at"]) and TIMESTAMP.match(made["updated_at"])
     assert isinstance(made["id"], str) and made["id"]
     assert ok(call("applications.get", candidate, id=made["id"])) == made
-    assert ok(call("applications.get", employer, id=made["id"])) == made
+    seen = ok(call("applications.get", employer, id=made["id"]))
+    assert set(seen) == EMPLOYER_VIEW_KEYS and {k: v for k, v in seen.items() if k != "candidate"} == made
+    assert seen["candidate"] == {
+        "id": candidate.user_id,
+        "display_name": None,
+        "email": candidate.email,
+        "headline": None,
+        "location": None,
+    }
 
 
 def test_optional_fields_default_to_null_and_http_resume_is_fine(
@@ -280,7 +291,8 @@ def test_the_candidate_never_sees_rating_or_notes(
     seen = ok(call("applications.get", candidate, id=made["id"]))
     assert seen["status"] == "reviewed"
     assert seen["rating"] is None and seen["notes"] is None
-    assert seen == {**reviewed, "rating": None, "notes": None}
+    assert "candidate" not in seen
+    assert seen == {**{k: v for k, v in reviewed.items() if k != "candidate"}, "rating": None, "notes": None}
     listed = ok(call("applications.list", candidate, job_id=made["job_id"]))
     assert listed["data"] == [seen]
     everything = ok(call("applications.list", candidate, per_page=100))
@@ -344,7 +356,8 @@ def test_list_scopes_of_each_role(call: Call, admin: Admin, job: Factory, apply:
     assert ids(bob_list) == [b1["id"]] and bob_list["total"] == 1
     by_job = ok(call("applications.list", owner, job_id=mine_a["id"]))
     assert set(ids(by_job)) == {a1["id"], b1["id"]} and by_job["total"] == 2
-    assert all(set(item) == APPLICATION_KEYS for item in by_job["data"])
+    assert all(set(item) == EMPLOYER_VIEW_KEYS for item in by_job["data"])
+    assert all(set(item) == APPLICATION_KEYS for item in alice_list["data"])
     nobody = admin.user("employer")
     assert ok(call("applications.list", nobody)) == {"data": [], "total": 0, "page": 1, "per_page": 20}
 
@@ -437,7 +450,7 @@ def test_forward_skipping_is_allowed(
 ) -> None:
     made = application()
     moved = ok(call("applications.update_status", employer, id=made["id"], status="interview_scheduled"))
-    assert set(moved) == APPLICATION_KEYS
+    assert set(moved) == EMPLOYER_VIEW_KEYS
     assert moved["status"] == "interview_scheduled"
     assert {k: moved[k] for k in ("id", "job_id", "candidate_id", "created_at")} == {
         k: made[k] for k in ("id", "job_id", "candidate_id", "created_at")
@@ -603,7 +616,7 @@ def test_review_of_a_pending_application_moves_it_to_reviewed(
 ) -> None:
     made = application()
     reviewed = ok(call("applications.review", employer, id=made["id"], rating=rating, notes="Good fit."))
-    assert set(reviewed) == APPLICATION_KEYS
+    assert set(reviewed) == EMPLOYER_VIEW_KEYS
     assert (reviewed["status"], reviewed["rating"], reviewed["notes"]) == ("reviewed", rating, "Good fit.")
     kinds = sorted(row["kind"] for row in events_of(admin, made["id"]))
     assert kinds == ["application.created", "application.reviewed", "application.status_changed"]
@@ -771,6 +784,13 @@ def test_application_created_event(admin: Admin, employer: User, candidate: User
         "job_id": made["job_id"],
         "candidate_id": candidate.user_id,
         "status": "pending",
+        "candidate": {
+            "id": candidate.user_id,
+            "display_name": None,
+            "email": candidate.email,
+            "headline": None,
+            "location": None,
+        },
     }
     assert envelope["idempotency_key"] == row["id"]
     assert TIMESTAMP.match(envelope["timestamp"])

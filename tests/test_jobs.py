@@ -27,6 +27,7 @@ FULL_KEYS = {
     "updated_at",
     "published_at",
     "closed_at",
+    "scorecard_attributes",
 }
 SUMMARY_KEYS = {"id", "title", "company", "location", "status", "created_at"}
 

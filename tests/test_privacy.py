@@ -22,7 +22,19 @@ from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, eventually, 
 from tests.test_oauth import App, oauth_error, refresh, register, tokens
 
 Call = Callable[..., httpx.Response]
-EXPORT_KEYS = {"profile", "applications", "alerts", "files", "api_keys", "oauth_grants", "sessions", "audit"}
+EXPORT_KEYS = {
+    "profile",
+    "applications",
+    "interviews",
+    "offers",
+    "scorecards",
+    "alerts",
+    "files",
+    "api_keys",
+    "oauth_grants",
+    "sessions",
+    "audit",
+}
 ENTRY_KEYS = {"id", "at", "actor_id", "actor_kind", "action", "target_id", "client_address", "user_agent"}
 
 

@@ -19,6 +19,7 @@ PROFILE_KEYS = {
     "location",
     "bio",
     "resume",
+    "notify_new_applications",
     "created_at",
     "updated_at",
 }

@@ -1,11 +1,12 @@
-"""Applications and the hiring pipeline: their shapes on the wire (an Application, its events, the procedures'
-params) and the pipeline's statuses; the procedures are `procedures.applications.pipeline`.
+"""Applications and the recruiting loop that moves them: the shapes on the wire (an Application, its events, the
+procedures' params) and the pipeline's statuses. The procedures are `pipeline` (applying and moving along), and
+the loop's own rooms within this one: `interviews`, `scorecards` and `offers` (docs/interviews.md).
 
     pending → reviewed → interview_scheduled → offered → hired
     any non-final → rejected (the employer) or withdrawn (the candidate)
 
 The employer may skip forward, never go back; `hired`, `rejected` and `withdrawn` are final. Every change
-keeps a history row (who, when, from, to) and emits its event in the same transaction.
+keeps a history row (who, when, from, to) and emits its event in the same transaction (`moves`).
 """
 
 from __future__ import annotations
@@ -31,12 +32,25 @@ Rating = Annotated[int, msgspec.Meta(ge=1, le=5)]
 Attachments = Annotated[tuple[Id, ...], msgspec.Meta(max_length=5, description="Up to 5 ids of files you uploaded.")]
 
 
+class Candidate(Struct, frozen=True, kw_only=True):
+    """Who applied, as their profile reads now: what the job's account needs to reach them (all null but the id
+    once the person has erased themselves)."""
+
+    id: str
+    display_name: str | None
+    email: str | None
+    headline: str | None
+    location: str | None
+
+
 class Application(Struct, frozen=True, kw_only=True):
-    """An application; `rating` and `notes` are the employer's and always null for the candidate."""
+    """An application; `rating` and `notes` are the employer's and always null for the candidate. The job's
+    account also reads `candidate`: who applied."""
 
     id: str
     job_id: str
     candidate_id: str
+    candidate: Candidate | msgspec.UnsetType = msgspec.UNSET
     status: Status
     cover_letter: str | None
     resume_url: str | None
@@ -53,6 +67,7 @@ class ApplicationCreated(Struct, frozen=True, kw_only=True):
     job_id: str
     candidate_id: str
     status: Status
+    candidate: Candidate
 
 
 class StatusChanged(Struct, frozen=True, kw_only=True):

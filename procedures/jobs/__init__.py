@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -17,7 +17,9 @@ from procedures.published_cache import PROBE, VERSION_SQL, PublishedCache, chang
 from procedures.window import SLACK, Ranked, Window
 from rpc.api import (
     EXAMPLE_ID,
+    SPACE,
     Context,
+    FieldError,
     Forbidden,
     Id,
     IdParams,
@@ -45,6 +47,17 @@ from rpc.search.index import SearchIndex
 from rpc.search.view import View
 
 EmploymentType = Literal["full_time", "part_time", "contract", "internship", "temporary"]
+# What interviewers rate on a job's scorecards (docs/interviews.md): a name of 1 to 80 characters on one line.
+_LINE = r"\x00-\x1f\x7f"
+AttributeName = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=80, pattern=rf"^[^{_LINE}]*[^{_LINE}{SPACE}][^{_LINE}]*$")
+]
+ScorecardAttributes = Annotated[
+    tuple[AttributeName, ...],
+    msgspec.Meta(
+        max_length=20, description="What interviewers rate on this job's scorecards: up to 20 distinct names."
+    ),
+]
 JobStatus = Literal["draft", "published", "closed"]
 EMPLOYERS: tuple[Role, ...] = ("employer", "admin")
 
@@ -68,6 +81,7 @@ class Job(JobSummary, frozen=True, kw_only=True):
     updated_at: dt.datetime
     published_at: dt.datetime | None
     closed_at: dt.datetime | None
+    scorecard_attributes: list[str]
 
 
 class JobEvent(Struct, frozen=True, kw_only=True):
@@ -94,6 +108,7 @@ class CreateJob(Params, frozen=True, kw_only=True):
     location: ShortText
     description: LongText | None = None
     employment_type: EmploymentType | None = None
+    scorecard_attributes: ScorecardAttributes = ()
 
     example: ClassVar[Mapping[str, Any]] = {
         "title": "Backend engineer",
@@ -101,7 +116,11 @@ class CreateJob(Params, frozen=True, kw_only=True):
         "location": "Berlin",
         "description": "Python, PostgreSQL and a taste for well-kept APIs.",
         "employment_type": "full_time",
+        "scorecard_attributes": ["SQL", "System design", "Communication"],
     }
+
+    def __post_init__(self) -> None:
+        distinct_attributes(self.scorecard_attributes)
 
 
 class UpdateJob(Params, frozen=True, kw_only=True):
@@ -111,13 +130,18 @@ class UpdateJob(Params, frozen=True, kw_only=True):
     location: ShortText | msgspec.UnsetType = msgspec.UNSET
     description: LongText | None | msgspec.UnsetType = msgspec.UNSET
     employment_type: EmploymentType | None | msgspec.UnsetType = msgspec.UNSET
+    scorecard_attributes: ScorecardAttributes | msgspec.UnsetType = msgspec.UNSET
 
     example: ClassVar[Mapping[str, Any]] = {"id": EXAMPLE_ID, "title": "Senior backend engineer"}
 
+    def __post_init__(self) -> None:
+        if self.scorecard_attributes is not msgspec.UNSET:
+            distinct_attributes(self.scorecard_attributes)
+
 
 _SUMMARY = "id::text AS id, title, company, location, status, created_at"
-_FULL = f"{_SUMMARY}, description, employment_type, updated_at, published_at, closed_at"
-_EDITABLE = ("title", "company", "location", "description", "employment_type")
+_FULL = f"{_SUMMARY}, description, employment_type, updated_at, published_at, closed_at, scorecard_attributes"
+_EDITABLE = ("title", "company", "location", "description", "employment_type", "scorecard_attributes")
 
 _FILTERS = {
     "q": "(title ILIKE %(q)s OR company ILIKE %(q)s)",
@@ -129,6 +153,15 @@ _FEED = FeedQuery(name="jobs.changes", columns=_FULL, source="FROM jobs", table=
 _PUBLISHED_TOTAL = "SELECT total FROM job_totals WHERE status = 'published'"
 # What the public list shows of a job, from `jobs` or from the log of changes (which keeps published states).
 _PUBLIC_SHOWN = "id::text AS id, title, company, location, {status} AS status, created_at"
+
+
+def distinct_attributes(names: tuple[str, ...]) -> None:
+    """Scorecard attributes are told apart by name, whatever the case: `SQL` and `sql` are one attribute."""
+    seen: set[str] = set()
+    for name in names:
+        if name.casefold() in seen:
+            raise FieldError("scorecard_attributes", f"{name!r} is there twice; name each attribute once.")
+        seen.add(name.casefold())
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +180,10 @@ _FILTERED: Slot[Answers[Page[JobSummary]]] = Slot("jobs.list filtered", Answers)
 _summary = msgspec.json.Decoder(JobSummary)
 _SELECT = f"SELECT {_FULL}, account_id::text AS account_id FROM jobs WHERE id = %(id)s"
 _INSERT = f"""
-INSERT INTO jobs (account_id, created_by, title, company, location, description, employment_type)
-VALUES (%(account_id)s, %(user_id)s, %(title)s, %(company)s, %(location)s, %(description)s, %(employment_type)s)
+INSERT INTO jobs (account_id, created_by, title, company, location, description, employment_type,
+                  scorecard_attributes)
+VALUES (%(account_id)s, %(user_id)s, %(title)s, %(company)s, %(location)s, %(description)s, %(employment_type)s,
+        %(scorecard_attributes)s)
 RETURNING {_FULL}
 """
 _PUBLISH = f"""
@@ -304,6 +339,7 @@ async def create_job(ctx: Context, params: CreateJob) -> Job:
             "account_id": ctx.principal.account_id,
             "user_id": ctx.principal.user_id,
             **msgspec.structs.asdict(params),
+            "scorecard_attributes": list(params.scorecard_attributes),
         },
     )
     return Job(**await cursor.fetchone())  # type: ignore[arg-type]
@@ -314,6 +350,8 @@ async def update_job(ctx: Context, params: UpdateJob) -> Job:
     """Change any of a job's title, company, location, description and employment type (event `job.updated`)."""
     job, account_id = await _owned(ctx, params.id)
     changed = changes(params, _EDITABLE)
+    if "scorecard_attributes" in changed:
+        changed["scorecard_attributes"] = list(changed["scorecard_attributes"])
     if not changed:
         return job
     cursor = await ctx.conn.execute(

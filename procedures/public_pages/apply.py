@@ -19,8 +19,7 @@ from procedures.files import save_upload
 from procedures.public_pages import resume
 from procedures.public_pages.jobposting import LABELS, PublicJob
 from procedures.public_pages.site import context_for, find_job, job_gone, message, render
-from rpc.api import Conflict, Connection, InvalidParams, NotFound
-from rpc.core.database_errors import on_duplicate
+from rpc.api import Conflict, Connection, InvalidParams, NotFound, on_duplicate
 from rpc.core.errors import RateLimited, UnsupportedMediaType
 from rpc.core.multipart import Form, Upload
 from rpc.services import services

@@ -122,4 +122,5 @@ def visitor_context(
         probes=probes or {},
         indexes=services.indexes,
         files=services.files,
+        mail=services.mail,
     )

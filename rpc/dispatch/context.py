@@ -15,6 +15,7 @@ from rpc.core.memory import Memory, Slot, T
 from rpc.core.principal import Principal
 from rpc.core.types import Connection
 from rpc.files.service import Files
+from rpc.mail.outbox import Mail
 from rpc.outbox.emit import Emitter, UnknownEventKind
 from rpc.settings import Settings
 
@@ -47,6 +48,7 @@ class Context:
     # floor imports no room above it).
     indexes: Mapping[str, Any] = field(default_factory=dict)
     files: Files | None = None  # the file store and the download links
+    mail: Mail | None = None  # mail queued in this call's transaction (a replayed write sends none again)
 
     @property
     def conn(self) -> Connection:

@@ -42,6 +42,7 @@ from rpc.db.pool import Pool
 from rpc.dispatch.context import Context
 from rpc.files.service import Files
 from rpc.limits.ratelimit import Quota, RateLimiter
+from rpc.mail.outbox import Mail
 from rpc.outbox.emit import Emitter
 from rpc.settings import Settings
 
@@ -67,8 +68,10 @@ class Dispatcher:
         indexes: Mapping[str, Any],
         memory: Memory,
         files: Files,
+        mail: Mail,
     ) -> None:
         self._files = files
+        self._mail = mail
         self._registry = registry
         self._indexes = indexes
         self._memory = memory
@@ -255,6 +258,7 @@ class Dispatcher:
             probed=call.probed,
             indexes=self._indexes,
             files=self._files,
+            mail=self._mail,
         )
 
     async def _reconfirm(self, conn: Connection, proc: Procedure, credential: Credential) -> Principal:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import email.utils
 import urllib.parse
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from email.charset import QP, Charset
 from email.message import Message
 from email.mime.multipart import MIMEMultipart
@@ -33,6 +34,16 @@ SUBJECTS = {
     "application_received": "Your application was received",
     "endpoint_disabled": "A webhook endpoint of your account was disabled",
 }  # never any text a user wrote (an account's or a person's name): a subject is where phishing text would go
+
+
+@dataclass(frozen=True, slots=True)
+class Alternative:
+    """One more rendering of a message beside its text and HTML (RFC 2046 §5.1.4): a calendar object, say, as
+    `text/calendar; method=REQUEST` (RFC 6047), which mail clients offer to put in the calendar."""
+
+    subtype: str
+    text: str
+    params: Mapping[str, str] = field(default_factory=dict)
 
 
 def _environment(autoescape: bool, packages: Sequence[str]) -> jinja2.Environment:
@@ -66,10 +77,18 @@ class Composer:
         """`{PUBLIC_URL}{path}?token=...`."""
         return f"{self.public_url}{path}?{urllib.parse.urlencode({'token': token})}"
 
-    def compose(self, kind: str, recipient: str, headers: Mapping[str, str] | None = None, **context: Any) -> Message:
-        """The message (`multipart/alternative`: plain text, then HTML); `headers` are added as given
-        (`List-Unsubscribe`, ...). Built with the `email.mime` classes and written out with `WIRE`: the header
-        objects of `EmailMessage` cost a millisecond a message, and job alerts send thousands a minute."""
+    def compose(
+        self,
+        kind: str,
+        recipient: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        alternatives: Sequence[Alternative] = (),
+        **context: Any,
+    ) -> Message:
+        """The message (`multipart/alternative`: plain text, then HTML, then the `alternatives`); `headers` are
+        added as given (`List-Unsubscribe`, ...). Built with the `email.mime` classes and written out with `WIRE`:
+        the header objects of `EmailMessage` cost a millisecond a message, and job alerts send thousands a minute."""
         values = {"product": PRODUCT, "public_url": self.public_url, **context}
         message = MIMEMultipart("alternative")
         message["From"] = self._from
@@ -82,12 +101,14 @@ class Composer:
             message[name] = value
         message.attach(_part(self._text.get_template(f"{kind}.txt").render(values), "plain"))
         message.attach(_part(self._html.get_template(f"{kind}.html").render(values), "html"))
+        for alternative in alternatives:
+            message.attach(_part(alternative.text, alternative.subtype, alternative.params))
         return message
 
 
-def _part(text: str, subtype: str) -> MIMENonMultipart:
-    """A UTF-8 part, readable as it travels: as written when every line fits in 78 characters (7 or 8 bit), else
-    quoted-printable (as `EmailMessage.set_content` chooses)."""
+def _part(text: str, subtype: str, params: Mapping[str, str] | None = None) -> MIMENonMultipart:
+    """A UTF-8 `text/<subtype>` part, readable as it travels: as written when every line fits in 78 characters (7
+    or 8 bit), else quoted-printable (as `EmailMessage.set_content` chooses)."""
     charset = Charset("utf-8")
     if all(len(line) <= _LINE for line in text.splitlines()):
         charset.body_encoding = None  # type: ignore[assignment]  # typeshed: int; None means as written
@@ -95,4 +116,6 @@ def _part(text: str, subtype: str) -> MIMENonMultipart:
         charset.body_encoding = QP
     part = MIMENonMultipart("text", subtype)
     part.set_payload(text, charset)
+    for name, value in (params or {}).items():  # tokens as tokens: `method=REQUEST`, as calendars write it
+        part.set_param(name, value, requote=False)
     return part

@@ -10,7 +10,7 @@ from typing import Any
 
 from rpc.core.crypto import Sealer
 from rpc.core.types import Connection
-from rpc.mail.compose import WIRE, Composer
+from rpc.mail.compose import WIRE, Alternative, Composer
 from rpc.outbox.queue import MAIL_TASK, Queue
 from rpc.settings import Settings
 
@@ -49,7 +49,9 @@ class Mail:
             return []
         rows = []
         for letter in letters:
-            message = self.composer.compose(letter.kind, letter.recipient, letter.headers, **letter.context)
+            message = self.composer.compose(
+                letter.kind, letter.recipient, letter.headers, alternatives=letter.alternatives, **letter.context
+            )
             sealed = self._sealer.seal(message.as_bytes(policy=WIRE), MAIL_SEAL_PURPOSE)
             rows.append({"kind": letter.kind, "recipient": letter.recipient, "sealed": sealed})
         cursor = await conn.execute(
@@ -67,9 +69,11 @@ class Mail:
 
 @dataclass(frozen=True, slots=True)
 class Letter:
-    """One message to queue: its kind, its recipient, what its templates are rendered with, extra headers."""
+    """One message to queue: its kind, its recipient, what its templates are rendered with, extra headers, and
+    renderings beside the text and HTML (a calendar invitation)."""
 
     kind: str
     recipient: str
     context: Mapping[str, Any] = field(default_factory=dict)
     headers: Mapping[str, str] | None = None
+    alternatives: Sequence[Alternative] = ()

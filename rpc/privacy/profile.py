@@ -27,12 +27,14 @@ class Profile(Struct, frozen=True, kw_only=True):
     location: str | None
     bio: str | None
     resume: File | None
+    # A member of a hiring account is mailed each new application to its jobs unless this is false.
+    notify_new_applications: bool
     created_at: dt.datetime
     updated_at: dt.datetime
 
 
 COLUMNS = f"""id::text AS id, email, display_name, role, account_id::text AS account_id,
-             headline, location, bio, created_at, updated_at,
+             headline, location, bio, notify_new_applications, created_at, updated_at,
              (SELECT {as_json("f")} FROM files AS f WHERE f.id = users.resume_file_id) AS resume"""
 _SELECT = f"SELECT {COLUMNS} FROM users WHERE id = %(id)s"
 

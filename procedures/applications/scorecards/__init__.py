@@ -1,0 +1,1 @@
+"""Scorecards: an interviewer's feedback on one interview, read under the no-peeking rule (`peeking`)."""
