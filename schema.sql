@@ -622,6 +622,8 @@ CREATE TABLE IF NOT EXISTS scorecards (
     ratings         jsonb          NOT NULL DEFAULT '[]',
     notes           text,
     submitted_at    timestamptz(0) NOT NULL DEFAULT now(),
+    -- In the order submitted: scorecards of one second are listed in the order they came.
+    seq             bigint         GENERATED ALWAYS AS IDENTITY,
     CONSTRAINT scorecards_pkey PRIMARY KEY (id),
     CONSTRAINT scorecards_interview_fkey FOREIGN KEY (interview_id) REFERENCES interviews (id) ON DELETE CASCADE,
     CONSTRAINT scorecards_application_fkey FOREIGN KEY (application_id) REFERENCES applications (id) ON DELETE CASCADE,
@@ -631,7 +633,7 @@ CREATE TABLE IF NOT EXISTS scorecards (
     -- One scorecard per interviewer and interview: a second one is `409 conflict`.
     CONSTRAINT scorecards_interviewer_key UNIQUE (interview_id, interviewer_id)
 );
-CREATE INDEX IF NOT EXISTS scorecards_application_idx ON scorecards (application_id, submitted_at, id);
+CREATE INDEX IF NOT EXISTS scorecards_application_idx ON scorecards (application_id, seq);
 
 -- An offer: its terms, in versions. A change of terms makes a new version (the old one `superseded`) whose
 -- approvals start afresh. `expired` is written when a sent offer's `expires_at` has passed and something

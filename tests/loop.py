@@ -12,8 +12,8 @@ from typing import Any
 
 import icalendar
 
-from tests.smtp import Received
-from tests.support import Admin, Call, User, ok
+from tests.smtp import Received, SmtpServer
+from tests.support import Admin, Call, User, eventually, ok
 
 ZONE = "Europe/Istanbul"
 # Every slot handed out is a new hour, so that tests sharing people never book over each other by accident.
@@ -110,3 +110,13 @@ def calendar_part(mail: Received) -> Any:
 def event_of(calendar: icalendar.Calendar) -> icalendar.Event:
     [event] = calendar.walk("VEVENT")
     return event
+
+
+def mails(smtp: SmtpServer, address: str, subject: str, count: int = 1) -> list[Received]:
+    """The messages to `address` with this subject, once `count` of them have arrived (in the order received)."""
+
+    def arrived() -> list[Received]:
+        found = [mail for mail in smtp.inbox.to(address) if mail.message["Subject"] == subject]
+        return found if len(found) >= count else []
+
+    return eventually(arrived, f"{count} message(s) {subject!r} to {address}")

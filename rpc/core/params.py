@@ -198,17 +198,19 @@ def field_errors(
         try:
             msgspec.convert(data[name], field.type, strict=strict)
         except msgspec.ValidationError as field_exc:
-            errors.append({"field": name, "message": _explained(field.type, field_exc)})
+            errors.append({"field": name, "message": _explained(name, field.type, field_exc)})
     if not errors:  # a rule across fields, raised from __post_init__
         cause = exc.__cause__
         errors.append({"field": cause.field if isinstance(cause, FieldError) else "", "message": str(exc)})
     return errors
 
 
-def _explained(field_type: Any, exc: msgspec.ValidationError) -> str:
-    """msgspec's message without the path (the field is named beside it), and, for a field that takes one of a
-    few values, which ones."""
-    message = str(exc).split(" - at `")[0]
+def _explained(name: str, field_type: Any, exc: msgspec.ValidationError) -> str:
+    """msgspec's message, with the part of the field at fault when it is not the whole of it (`salary.currency`,
+    `ratings[1].rating`: msgspec's path after `$`), and, for a field that takes one of a few values, which ones."""
+    message, _, path = str(exc).partition(" - at `$")
+    if path:
+        message += f" (at {name}{path.removesuffix('`')})"
     choices = _choices(field_type)
     return f"{message}; choose one of: {', '.join(choices)}." if choices else f"{message}."
 

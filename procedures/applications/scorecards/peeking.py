@@ -32,7 +32,7 @@ LEFT JOIN scorecards AS s
        ON s.application_id = %(application_id)s
       AND (%(interview_id)s::uuid IS NULL OR s.interview_id = %(interview_id)s::uuid)
       AND (%(scorecard_id)s::uuid IS NULL OR s.id = %(scorecard_id)s::uuid)
-ORDER BY s.submitted_at, s.id
+ORDER BY s.seq
 """
 
 
