@@ -56,11 +56,13 @@ VALUES (%(application_id)s, %(job_id)s, %(account_id)s, %(candidate_id)s, %(titl
         %(time_zone)s, %(location)s, %(video_url)s, %(created_by)s)
 RETURNING id::text AS id
 """
-# Each row takes its interview's time from the interview (a trigger), whatever path inserts it.
+# Each row takes its interview's time from the interview (a trigger), whatever path inserts it. Rows go in in
+# the order of their ids, so that two bookings of the same people wait for each other instead of deadlocking.
 _INTERVIEWERS = """
 INSERT INTO interview_interviewers (interview_id, user_id, position, next_reminder_at)
 SELECT %(interview_id)s, user_id, turn - 1, %(remind_at)s
 FROM unnest(%(user_ids)s::uuid[]) WITH ORDINALITY AS interviewers (user_id, turn)
+ORDER BY user_id
 """
 _UPDATE = """
 UPDATE interviews
