@@ -658,7 +658,15 @@ def test_event_kinds_are_checkboxes_grouped_by_area(browser_of: Any, admin: Admi
     offered = form_of(page, "/panel/webhooks").options["event_kinds"]
     assert offered == list(admin.vocabulary.event_kinds)
     legends = re.findall(r'<fieldset class="kind-group">\s*<legend>([^<]+)</legend>', page.text)
-    assert legends == ["Job events", "Application events", "Billing events", "User events"]
+    assert legends == [
+        "Job events",
+        "Application events",
+        "Interview events",
+        "Scorecard events",
+        "Offer events",
+        "Billing events",
+        "User events",
+    ]
 
 
 def test_adding_an_endpoint_shows_its_secret_and_lists_it(
