@@ -11,7 +11,7 @@ from pathlib import Path
 from rpc.api import Context, Id, IdParams, InvalidParams, NotFound, parse_id, procedure
 from rpc.core.errors import UnsupportedMediaType
 from rpc.core.multipart import Upload
-from rpc.files.detect import ACCEPTED_TEXT, detect
+from rpc.files.detect import ACCEPTED_TEXT, detect, with_extension
 from rpc.files.links import Downloader
 from rpc.files.model import COLUMNS, File
 from rpc.files.service import Files
@@ -52,8 +52,9 @@ def files_of(ctx: Context) -> Files:
 @procedure("files.upload", scope=("write:applications", "write:profile"), write=True, calls_out=True, upload=True)
 async def upload(ctx: Context, params: Upload) -> File:
     """Upload a file (multipart/form-data, one part `file`): PDF, DOCX, ODT or plain UTF-8 text, told by its
-    content, at most FILES_MAX_BYTES (10 MiB). Refer to it from `applications.create` or `profile.update`
-    within 24 hours, or it is deleted."""
+    content, at most FILES_MAX_BYTES (10 MiB); it is named with its type's extension (`cv.vbs` that is text is kept
+    as `cv.vbs.txt`). Refer to it from `applications.create` or `profile.update` within 24 hours, or it is
+    deleted."""
     return await save_upload(ctx, params)
 
 
@@ -75,7 +76,7 @@ async def save_upload(ctx: Context, params: Upload) -> File:
     values = {
         "id": file_id,
         "owner_id": ctx.principal.user_id,
-        "filename": params.filename,
+        "filename": with_extension(params.filename, content_type),  # a name that promises no other type
         "content_type": content_type,
         "size": params.size,
         "sha256": params.sha256,
@@ -87,14 +88,16 @@ async def save_upload(ctx: Context, params: Upload) -> File:
 
 @procedure("files.get", scope=("read:applications", "read:profile"))
 async def get(ctx: Context, params: IdParams) -> FileDownload:
-    """A file you uploaded, or one sent with an application to your account's jobs, with a `download_url` valid
-    for ten minutes (it needs no credentials: share it with care)."""
+    """A file you uploaded (with either scope), or one sent with an application to your account's jobs (with
+    `read:applications`), with a `download_url` valid for ten minutes (it needs no credentials: share it with
+    care)."""
     principal = ctx.principal
     values = {
         "id": parse_id(params.id),
         "user_id": principal.user_id,
         "account_id": principal.account_id,
-        "employs": principal.role in ("employer", "admin"),
+        # An applicant's file is part of their application: `read:profile` is about one's own.
+        "employs": principal.role in ("employer", "admin") and principal.has_scope("read:applications"),
     }
     row = await (await ctx.conn.execute(_VISIBLE, values)).fetchone()
     if row is None:
