@@ -37,6 +37,7 @@ from rpc.web import auth_api as identity
 from rpc.web import downloads, health
 from rpc.web import receiver as payments
 from rpc.web import routes as web
+from rpc.web.access_log import redacting
 from rpc.web.state import Web
 
 
@@ -85,8 +86,9 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Services | Web]]:
-        async with Services.running(settings, url, procs, business, deliver=deliver) as running:
-            yield {"services": running, "web": Web.build(running, scope_policy(business.vocabulary))}
+        with redacting(business.token_links):
+            async with Services.running(settings, url, procs, business, deliver=deliver) as running:
+                yield {"services": running, "web": Web.build(running, scope_policy(business.vocabulary))}
 
     async def openapi_json(request: Request) -> Response:
         return json_response(openapi)
