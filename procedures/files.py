@@ -35,6 +35,7 @@ WHERE f.id = %(id)s
 # The applications a File was sent with keep it from the files sweep (`Business.file_holders`).
 FILE_HOLDERS = ("SELECT FROM application_files AS af WHERE af.file_id = f.id",)
 _OWNED = f"SELECT {COLUMNS} FROM files WHERE id = ANY(%(ids)s) AND owner_id = %(user_id)s FOR KEY SHARE"
+_OWN = f"SELECT {COLUMNS} FROM files WHERE id = %(id)s AND owner_id = %(user_id)s"
 
 
 class FileDownload(File, frozen=True, kw_only=True):
@@ -60,8 +61,12 @@ async def upload(ctx: Context, params: Upload) -> File:
 
 async def save_upload(ctx: Context, params: Upload) -> File:
     """The staged file kept as the caller's File, told by its content (`422` empty, `415` of no accepted type):
-    its bytes in the store first, then its row in `ctx.transaction()` — a File never lacks its bytes. A page that
-    takes a file in a form of its own (the apply page, the candidate's home) calls it too."""
+    its bytes in the store first, then its row in `ctx.transaction()` — a File never lacks its bytes — recorded
+    as the call's progress, so that a retry with the call's Idempotency-Key after a failure answers that File
+    instead of keeping a second. A page that takes a file in a form of its own (the apply page, the candidate's
+    home) calls it too."""
+    if ctx.resumed is not None:  # an earlier run of this call kept the File, then failed before answering
+        return await _kept_before(ctx, ctx.resumed["file_id"])
     staged = Path(params.path)
     if params.size == 0:
         raise InvalidParams([{"field": "file", "message": "The file is empty."}])
@@ -83,7 +88,16 @@ async def save_upload(ctx: Context, params: Upload) -> File:
     }
     async with ctx.transaction() as conn:
         row = await (await conn.execute(_INSERT, values)).fetchone()
+        await ctx.record_progress(conn, {"file_id": file_id})
     return File(**row)  # type: ignore[arg-type]
+
+
+async def _kept_before(ctx: Context, file_id: str) -> File:
+    async with ctx.transaction() as conn:
+        row = await (await conn.execute(_OWN, {"id": file_id, "user_id": ctx.principal.user_id})).fetchone()
+    if row is None:
+        raise NotFound("The file this call kept is gone; upload it again with a new Idempotency-Key.")
+    return File(**row)
 
 
 @procedure("files.get", scope=("read:applications", "read:profile"))
