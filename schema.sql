@@ -1131,6 +1131,10 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     scope        text           NOT NULL DEFAULT '',
     -- Who called: erasing a person deletes their keys (the kept answers may repeat what they wrote).
     user_id      uuid,
+    -- What a call that opens several transactions (`calls_out`) has stored so far, written in the transaction
+    -- that stored it; NULL while nothing is. A call that failed past that keeps its key, and a retry with the
+    -- key resumes from it instead of doing the work twice.
+    progress     jsonb,
     CONSTRAINT idempotency_keys_pkey PRIMARY KEY (account_id, scope, key),
     CONSTRAINT idempotency_keys_account_fkey FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE,
     CONSTRAINT idempotency_keys_kept_check CHECK ((status IS NULL) = (body IS NULL)),

@@ -54,4 +54,5 @@ def business(settings: Settings) -> Business:
         corpora=(JOBS,),
         mail_subjects=letters.SUBJECTS,
         mail_templates=(letters.TEMPLATES,),
+        token_links=(*alert_pages.TOKEN_LINKS, *calendar_feed.TOKEN_LINKS),
     )

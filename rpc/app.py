@@ -6,6 +6,8 @@ import contextlib
 import importlib.metadata
 from collections.abc import AsyncIterator, Callable, Sequence
 
+import psycopg
+from psycopg_pool import PoolTimeout
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -21,6 +23,7 @@ from rpc.auth.oauth_policy import ScopePolicy
 from rpc.business import Business
 from rpc.core.cors import CorsMiddleware
 from rpc.core.crypto import Sealer
+from rpc.core.database_errors import translate
 from rpc.core.errors import MethodNotAllowed, NotFound
 from rpc.core.middleware import HttpsOnlyMiddleware, RequestIdMiddleware
 from rpc.core.openapi import openapi_document
@@ -37,7 +40,9 @@ from rpc.web import auth_api as identity
 from rpc.web import downloads, health
 from rpc.web import receiver as payments
 from rpc.web import routes as web
+from rpc.web.access_log import redacting
 from rpc.web.state import Web
+from rpc.web.state import web as web_state
 
 
 def load_registry() -> Registry:
@@ -85,8 +90,9 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Services | Web]]:
-        async with Services.running(settings, url, procs, business, deliver=deliver) as running:
-            yield {"services": running, "web": Web.build(running, scope_policy(business.vocabulary))}
+        with redacting(business.token_links):
+            async with Services.running(settings, url, procs, business, deliver=deliver) as running:
+                yield {"services": running, "web": Web.build(running, scope_policy(business.vocabulary))}
 
     async def openapi_json(request: Request) -> Response:
         return json_response(openapi)
@@ -111,7 +117,11 @@ def create_app(settings: Settings, database_url: str | None = None, *, deliver: 
         ],
         middleware=[Middleware(wrap) for wrap in wrappers],
         lifespan=lifespan,
-        exception_handlers={HTTPException: _http_error},
+        exception_handlers={
+            HTTPException: _http_error,
+            PoolTimeout: _database_unreachable,
+            psycopg.OperationalError: _database_unreachable,
+        },
     )
     return Front(site, wrappers)
 
@@ -191,3 +201,17 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 404:
         return error_response(NotFound("Nothing is served at this address."))
     return Response(exc.detail, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _database_unreachable(request: Request, exc: Exception) -> Response:
+    """A page (outside /v1, whose dispatcher renders its own) that could not reach the database — no connection
+    free within DB_POOL_TIMEOUT, the database gone, a lock conflict — is `503` with `Retry-After`, never a 500: a
+    page to a browser, else the contract's error body."""
+    assert isinstance(exc, PoolTimeout | psycopg.OperationalError)
+    error = translate(exc, None)
+    assert error is not None, "a driver's OperationalError is always an outage or a conflict"
+    if "text/html" not in request.headers.get("accept", ""):
+        return error_response(error)
+    page = web_state(request).pages.error(error.status, "Busy for a moment", error.message)
+    page.headers.update(error.headers())
+    return page

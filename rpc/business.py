@@ -42,3 +42,6 @@ class Business:
     # its `<kind>.txt` and `<kind>.html`.
     mail_subjects: Mapping[str, str] = field(default_factory=dict)
     mail_templates: Sequence[str] = ()
+    # The addresses of the business's pages that carry a token, as patterns of a request target whose groups are
+    # the token: the access log writes them redacted (`rpc.web.access_log`).
+    token_links: Sequence[str] = ()

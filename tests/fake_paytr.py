@@ -4,7 +4,8 @@ It recomputes `paytr_token` from the form fields with the standard library alone
 service's code — and refuses a request whose token does not match, as PayTR does. It records every request
 with its verdict, and can be told to misbehave (`mode`): `refuse` answers `{"status": "failed"}`, `error`
 answers HTTP 500, `garbage` answers a body that is not JSON, `slow` answers after `delay` seconds, `drop`
-closes the connection without a word.
+closes the connection without a word, and `hold` answers as PayTR would once the test sets `release` (`held` is
+set while it waits), so that a test can act between the service's asking and its being answered.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class FakePayTR:
     mode: str | None = None
     delay: float = 2.0
     requests: list[Request] = field(default_factory=list)
+    held: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -136,6 +139,10 @@ def _handler(fake: FakePayTR) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(length).decode()
             fields = dict(urllib.parse.parse_qsl(body, keep_blank_values=True))
             mode = fake.mode
+            if mode == "hold":
+                fake.held.set()
+                fake.release.wait(60)
+                mode = None
             if mode is not None:
                 fake.record(Request(self.path, fields, mode))
             if mode == "drop":

@@ -35,6 +35,12 @@ class Received:
     recipients: list[str]
     tls: bool
     login: str | None
+    raw: bytes  # the message's bytes as the server received them
+
+    @property
+    def raw_headers(self) -> list[bytes]:
+        """The header lines as received, each as sent on the wire (a folded header is several lines)."""
+        return self.raw.partition(b"\r\n\r\n")[0].split(b"\r\n")
 
     @property
     def text(self) -> str:
@@ -70,7 +76,8 @@ class Inbox:
         tls = server.transport is not None and server.transport.get_extra_info("ssl_object") is not None
         login = session.auth_data.login.decode() if isinstance(session.auth_data, LoginPassword) else None
         with self._arrived:
-            self.messages.append(Received(message, list(envelope.rcpt_tos), tls, login))
+            raw = bytes(envelope.original_content or b"")
+            self.messages.append(Received(message, list(envelope.rcpt_tos), tls, login, raw))
             self._arrived.notify_all()
         return "250 Message accepted for delivery"
 

@@ -4,6 +4,7 @@ one-click unsubscribe, the limit of 20 and ownership."""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -244,6 +245,21 @@ def test_the_unsubscribe_pages_button_stops_the_alert(
 
 
 _FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+def test_the_unsubscribe_headers_reach_the_mail_server_as_written(
+    call: Call, smtp: SmtpServer, employer: User, person: User
+) -> None:
+    """Read from the bytes the SMTP server received: one line each, never RFC 2047 encoded words (mail providers
+    then offer no unsubscribe button)."""
+    alert(call, person, q="axolotl", frequency="instant")
+    publish(call, employer, title="Axolotl Keeper")
+    lines = smtp.inbox.wait_for(person.email).raw_headers
+    unsubscribe = [line for line in lines if line.lower().startswith(b"list-unsubscribe:")]
+    assert len(unsubscribe) == 1 and re.fullmatch(
+        rb"List-Unsubscribe: <http://hire\.example/alerts/unsubscribe/[A-Za-z0-9_-]{43}>", unsubscribe[0]
+    ), lines
+    assert b"List-Unsubscribe-Post: List-Unsubscribe=One-Click" in lines
 
 
 def test_at_most_twenty_alerts_each_and_only_ones_own(call: Call, person: User, admin: Admin) -> None:

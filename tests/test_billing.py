@@ -14,6 +14,7 @@ import re
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -27,7 +28,19 @@ from procedures.billing import provider, settlement
 from rpc.ops import admin as ops
 from tests.conftest import Databases
 from tests.fake_paytr import FakePayTR, notification
-from tests.support import TIMESTAMP, Admin, Call, LiveServer, User, emitter_for, eventually, ok, refused, settings_for
+from tests.support import (
+    TIMESTAMP,
+    Admin,
+    Call,
+    LiveServer,
+    User,
+    bearer,
+    emitter_for,
+    eventually,
+    ok,
+    refused,
+    settings_for,
+)
 
 MERCHANT_ID = "123456"
 KEY = "billing-test-key-a8Jd"
@@ -292,6 +305,47 @@ def test_a_hanging_provider_cannot_starve_other_accounts(
                 refused(response.result(), 503, "unavailable")
     for user in buyers:
         assert count(admin, "payments", user) == 0 and count(admin, "subscriptions", user) == 0
+
+
+def test_the_panels_upgrade_holds_no_connection_while_the_provider_hangs(
+    database: str, fake: FakePayTR, admin: Admin, tmp_path: Any
+) -> None:
+    """Four upgrades from the panel wait on a provider that never answers, with a pool of two connections: all
+    four reach the provider, another account's calls are served meanwhile, and each ends as the page's 503."""
+    from tests.test_panel import forms_of, signed_in
+
+    buyers = [admin.user("employer", plan="free") for _ in range(2)]
+    other = bearer(admin.api_key(admin.user("employer"), "read:jobs")["key"])  # whatever PUBLIC_URL issues
+    with HangingProvider() as hanging:
+        slow = settings_for(
+            database,
+            DATA_DIR=str(tmp_path),
+            PUBLIC_URL="http://hire.example.test",  # the panel's cookies over plain HTTP
+            DB_POOL_MIN="1",
+            DB_POOL_MAX="2",
+            DB_POOL_TIMEOUT="1",
+            PAYTR_TIMEOUT="3",
+            **{**fake.settings(), "PAYTR_API_URL": hanging.url},
+        )
+        with LiveServer(slow) as live, live.client() as client, ThreadPoolExecutor(4) as pool:
+
+            def upgrade(buyer: User) -> httpx.Response:
+                browser = signed_in(live, buyer)
+                page = browser.get("/panel/billing")
+                form = next(f for f in forms_of(page) if f.action == "/panel/billing/upgrade")
+                fields = [(name, "pro" if name == "plan" else value) for name, value in form.fields]
+                body = urllib.parse.urlencode(fields)
+                form_type = {"Content-Type": "application/x-www-form-urlencoded"}
+                return browser.http.post("/panel/billing/upgrade", content=body, headers=form_type)
+
+            waiting = [pool.submit(upgrade, buyer) for buyer in buyers for _ in range(2)]
+            eventually(lambda: len(hanging.held) >= 4, "four upgrades waiting on the provider", timeout=10)
+            assert client.get("/v1/jobs.list", headers=other).status_code == 200
+            answers = [future.result() for future in waiting]
+    assert [answer.status_code for answer in answers] == [503] * 4
+    assert all("did not answer" in answer.text for answer in answers)
+    for user in buyers:
+        assert count(admin, "payments", user) == 0
 
 
 def test_a_wrong_merchant_key_is_refused_by_the_provider(

@@ -58,22 +58,23 @@ def _uploaded(client: httpx.Client, who: User, data: bytes = PDF, filename: str 
 
 
 @pytest.mark.parametrize(
-    ("data", "filename", "declared", "detected"),
+    ("data", "filename", "declared", "detected", "kept"),
     [
-        (PDF, "cv.pdf", "application/pdf", "application/pdf"),
-        (PDF, "cv.txt", "text/plain", "application/pdf"),  # the name and declared type do not matter
-        (DOCX, "cv.docx", "application/octet-stream", DOCX_TYPE),
-        (ODT, "cv.odt", "application/zip", ODT_TYPE),
-        (TEXT, "cv.txt", "text/plain", "text/plain; charset=utf-8"),
+        (PDF, "cv.pdf", "application/pdf", "application/pdf", "cv.pdf"),
+        # The name and declared type do not matter (the name gets the type's extension).
+        (PDF, "cv.txt", "text/plain", "application/pdf", "cv.txt.pdf"),
+        (DOCX, "cv.docx", "application/octet-stream", DOCX_TYPE, "cv.docx"),
+        (ODT, "cv.odt", "application/zip", ODT_TYPE, "cv.odt"),
+        (TEXT, "cv.txt", "text/plain", "text/plain; charset=utf-8", "cv.txt"),
     ],
 )
 def test_accepted_types_are_told_by_content(
-    client: httpx.Client, candidate: User, data: bytes, filename: str, declared: str, detected: str
+    client: httpx.Client, candidate: User, data: bytes, filename: str, declared: str, detected: str, kept: str
 ) -> None:
     made = ok(upload(client, candidate, data, filename, declared))
     assert set(made) == FILE_KEYS
     assert made["content_type"] == detected
-    assert made["filename"] == filename and made["size"] == len(data)
+    assert made["filename"] == kept and made["size"] == len(data)
     assert made["sha256"] == hashlib.sha256(data).hexdigest()
     assert made["created_at"].endswith("Z")
 

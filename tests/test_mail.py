@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from rpc.core.types import Connection
+from rpc.mail.compose import WIRE, Composer
 from rpc.mail.outbox import Mail
 from rpc.mail.transport import SmtpTransport
 from rpc.outbox.queue import Queue
@@ -25,6 +26,13 @@ from tests.support import Admin, LiveServer, eventually, free_port, settings_for
 from tests.test_people import new_email, sign_up
 
 SettingsFor = Callable[..., Settings]
+ENDPOINT_DISABLED = {
+    "days": 5,
+    "url": "https://receiver.example/hook",
+    "last_error": "could not connect",
+    "failing_since": "2026-11-20",
+    "link": "https://hire.example/panel/webhooks/1",
+}
 
 
 @pytest.fixture
@@ -179,6 +187,22 @@ def test_the_envelope_names_the_one_recipient_whatever_the_headers_say(smtp: Smt
     message["To"] = f"{recipient}, {other}"
     message["Subject"] = "Two names in To"
     message.set_content("body")
-    asyncio.run(SmtpTransport(smtp.url(), None).deliver(message, recipient))
+    asyncio.run(SmtpTransport(smtp.url(), None).deliver(message.as_bytes(), recipient))
     assert smtp.inbox.wait_for(recipient).recipients == [recipient]
     assert smtp.inbox.to(other) == []
+
+
+def test_every_header_reaches_the_server_as_written(smtp: SmtpServer, database: str, tmp_path: Path) -> None:
+    """The postman hands the transport the bytes the message was sealed as; nothing parses and writes them out
+    again (which folded long headers and wrote `List-Unsubscribe` as RFC 2047 encoded words)."""
+    settings = settings_for(database, DATA_DIR=str(tmp_path), MAIL_FROM="Şirket İK <jobs@hire.test>")
+    recipient = new_email()
+    long_link = "<https://hire.example/alerts/unsubscribe/" + "A" * 43 + ">"
+    headers = {"List-Unsubscribe": long_link, "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}
+    composed = Composer(settings).compose("endpoint_disabled", recipient, headers, **ENDPOINT_DISABLED)
+    written = composed.as_bytes(policy=WIRE)
+    asyncio.run(SmtpTransport(smtp.url(), None).deliver(written, recipient))
+    received = smtp.inbox.wait_for(recipient)
+    assert received.raw_headers == written.partition(b"\r\n\r\n")[0].split(b"\r\n")
+    assert f"List-Unsubscribe: {long_link}".encode() in received.raw_headers
+    assert not [line for line in received.raw_headers if line[:1] in (b" ", b"\t")], "no header is folded"

@@ -27,6 +27,7 @@ from rpc.web.state import web
 PAGES = PanelPages("procedures.alerts")
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{43}$")  # 32 bytes, base64url without padding
 _CLEAN = "/alerts/unsubscribe"  # the page's address without its token
+TOKEN_LINKS = (_CLEAN + r"/([^/?]+)(?:\?.*)?",)  # the one-click link, redacted in the access log
 
 _MINE = f"SELECT {COLUMNS} FROM job_alerts WHERE user_id = %(user_id)s ORDER BY created_at, id"
 _DELETE_MINE = "DELETE FROM job_alerts WHERE id = %(id)s AND user_id = %(user_id)s RETURNING id"

@@ -16,7 +16,7 @@ from procedures.billing.subscriptions import BILLING_ROLES, Buyer, open_checkout
 from procedures.vocabulary import PLANS
 from rpc.api import Conflict, Connection, Unavailable
 from rpc.panel import reveals
-from rpc.panel.handler import Panel, error_page, page
+from rpc.panel.handler import Panel, error_page, page, page_calling_out
 from rpc.panel.pages import PanelPages
 from rpc.web.auth_api import client_address
 from rpc.web.pages import redirect
@@ -77,37 +77,43 @@ async def billing_page(panel: Panel) -> Response:
     return await _billing(panel, checkout_url=reveal.secret if reveal else None, notice=notice)
 
 
-@page
+@page_calling_out
 async def upgrade(panel: Panel) -> Response:
     """`POST /panel/billing/upgrade` with `plan`: the checkout `billing.subscriptions.create` opens (a pending
     subscription and payment, then the provider's payment page), redirecting to this page, which links to the
     provider's page once. The provider's address is a link, not a redirect: the panel's forms post only to
-    itself (`form-action 'self'`)."""
+    itself (`form-action 'self'`). No connection is held while the provider thinks: each step takes its own."""
     if panel.user.role not in BILLING_ROLES:
         return _not_for_you(panel)
     plan = panel.field("plan")
     if plan not in PLANS or not PLANS[plan].price:
-        return await _billing(panel, status=400, error="Choose one of the paid plans.")
+        return await _billing_again(panel, 400, "Choose one of the paid plans.")
     if not PayTRSettings.of(panel.services.settings).configured:  # a pending checkout nobody could ever pay
-        return await _billing(panel, status=409, error=NO_PROVIDER)
+        return await _billing_again(panel, 409, NO_PROVIDER)
     buyer = Buyer(user_id=panel.user.user_id, account_id=panel.account_id, address=client_address(panel.request))
 
     @contextlib.asynccontextmanager
     async def transaction() -> AsyncIterator[Connection]:
-        async with panel.conn.transaction():
-            yield panel.conn
+        async with panel.connected() as step, step.conn.transaction():
+            yield step.conn
 
     try:
         subscribed = await open_checkout(transaction, panel.services.http, panel.services.settings, buyer, PLANS[plan])
     except Conflict as exc:
-        return await _billing(panel, status=409, error=_sentence(exc.message))
+        return await _billing_again(panel, 409, _sentence(exc.message))
     except Unavailable:
         error = "The payment provider did not answer. Nothing was charged or kept; try again in a minute."
-        return await _billing(panel, status=503, error=error)
+        return await _billing_again(panel, 503, error)
     assert subscribed.checkout is not None, "a configured provider opens a payment page or raises"
-    async with panel.conn.transaction():
-        token = await reveals.keep(panel, "checkout", subscribed.payment.id, subscribed.checkout.url)
+    async with panel.connected() as step, step.conn.transaction():
+        token = await reveals.keep(step, "checkout", subscribed.payment.id, subscribed.checkout.url)
     return redirect(f"/panel/billing?reveal={token}")
+
+
+async def _billing_again(panel: Panel, status: int, error: str) -> Response:
+    """The Billing page again, with what stopped the form."""
+    async with panel.connected() as page:
+        return await _billing(page, status=status, error=error)
 
 
 def _sentence(message: str) -> str:

@@ -4,7 +4,9 @@ subscriptions, payments and invoices.
 A checkout writes the `pending` subscription and its `pending` payment (or, for the plan of the account's active
 subscription, a renewal payment on that one), commits, and only then asks the provider for its payment page,
 holding no connection while it waits (at most PAYTR_TIMEOUT); a provider that fails takes both back again, so
-the caller gets `503` and nothing is left behind. An account has at most two checkouts waiting at once.
+the caller gets `503` and nothing is left behind. A failure once they are stored (the database lost before the
+answer is recorded) is a `503` that says so; a retry with the call's Idempotency-Key takes them back and opens the
+one checkout in their place. An account has at most two checkouts waiting at once.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import string
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -115,6 +117,14 @@ _LISTS = {
 }
 
 
+# Records what a checkout leaves standing (JSON; None: nothing), in the transaction that stored it.
+Recorder = Callable[[Connection, Any], Awaitable[None]]
+
+
+async def _record_nothing(conn: Connection, progress: Any) -> None:
+    """The panel's checkout keeps no Idempotency-Key to record with."""
+
+
 @dataclass(frozen=True, slots=True)
 class Buyer:
     """Who checks out, for which account, from which address (the provider records it)."""
@@ -125,18 +135,34 @@ class Buyer:
 
 
 async def open_checkout(
-    transactions: TransactionOpener, http: httpx.AsyncClient, settings: Settings, buyer: Buyer, plan: Plan
+    transactions: TransactionOpener,
+    http: httpx.AsyncClient,
+    settings: Settings,
+    buyer: Buyer,
+    plan: Plan,
+    record: Recorder = _record_nothing,
+    resumed: Any = None,
 ) -> Subscribed:
     """The checkout of `plan` for the buyer's account, in three steps: the pending objects are written and
     committed, the provider is asked with nothing held, and its answer is recorded in a second transaction.
-    `transactions` opens each transaction (the API's confirms the caller's credential in it)."""
+    `transactions` opens each transaction (the API's confirms the caller's credential in it).
+
+    `record` keeps what is left standing (the API's: with the call's Idempotency-Key). A checkout `resumed` from
+    an earlier run of the same call, which stored its pending objects and then failed, first takes those back:
+    their payment page, if the provider made one, was never handed out, and this run's takes its place — one
+    checkout, never two."""
     async with transactions() as conn:
+        if resumed is not None:
+            await _abandon_checkout(conn, msgspec.convert(resumed, _Stored))
         pending = await _open(conn, settings, buyer, plan)
+        stored = _Stored(pending.payment.id, pending.subscription.id, pending.new_subscription)
+        await record(conn, msgspec.to_builtins(stored))
     try:
         page = await checkout(http, settings, pending.order)
     except Unavailable:
         async with transactions() as conn:
-            await _abandon_checkout(conn, pending)
+            await _abandon_checkout(conn, stored)
+            await record(conn, None)
         raise
     async with transactions() as conn:
         await conn.execute(_CHECKOUT_ANSWERED, {"id": pending.payment.id})
@@ -150,7 +176,8 @@ async def create_subscription(ctx: Context, params: CreateSubscription) -> Subsc
     your active subscription this is a renewal: a new payment on that subscription, whose period extends by
     30 days when it completes. An account has at most two checkouts waiting on the provider at once."""
     buyer = Buyer(user_id=ctx.principal.user_id, account_id=ctx.principal.account_id, address=ctx.client_address)
-    return await open_checkout(ctx.transaction, ctx.http, ctx.settings, buyer, PLANS[params.plan])
+    plan = PLANS[params.plan]
+    return await open_checkout(ctx.transaction, ctx.http, ctx.settings, buyer, plan, ctx.record_progress, ctx.resumed)
 
 
 @procedure(
@@ -305,11 +332,20 @@ async def _open(conn: Connection, settings: Settings, buyer: Buyer, plan: Plan) 
     return _PendingCheckout(subscription, payment, new_subscription, order)
 
 
-async def _abandon_checkout(conn: Connection, pending: _PendingCheckout) -> None:
-    """A checkout the provider failed leaves nothing behind: its payment, and the subscription made for it."""
-    await conn.execute(_DELETE_PAYMENT, {"id": pending.payment.id})
-    if pending.new_subscription:
-        await conn.execute(_DELETE_SUBSCRIPTION, {"id": pending.subscription.id})
+class _Stored(msgspec.Struct, frozen=True):
+    """What the first step of a checkout leaves standing: its payment, and its subscription when made for it."""
+
+    payment_id: str
+    subscription_id: str
+    new_subscription: bool
+
+
+async def _abandon_checkout(conn: Connection, stored: _Stored) -> None:
+    """A checkout the provider failed (or one a resumed call takes the place of) leaves nothing behind: its
+    payment, and the subscription made for it, while still pending."""
+    await conn.execute(_DELETE_PAYMENT, {"id": stored.payment_id})
+    if stored.new_subscription:
+        await conn.execute(_DELETE_SUBSCRIPTION, {"id": stored.subscription_id})
 
 
 def new_merchant_oid() -> str:

@@ -1,56 +1,53 @@
-"""One consistent view of the published jobs for a long answer: a read-only, repeatable-read transaction on a
-connection of its own, whose published-set version (for `ETag`) is the version of every row then streamed from a
-server-side cursor, and which is given back however the stream ends (done, failed, or the client gone)."""
+"""The published set as the long documents (feed, sitemaps) read it: its state — the version that is their `ETag`,
+when it last changed, how many jobs — in one short statement, and one consistent view of its jobs for a render
+(`read_snapshot`): a read-only, repeatable-read transaction whose version is the version of every row it reads."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import email.utils
-from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-import anyio
+import msgspec
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
 
-from rpc.api import Connection
+from rpc.api import Connection, one_row
 from rpc.db.pool import Pool
 
 BATCH = 500
 _STATE = "SELECT version, changed_at, total FROM job_totals WHERE status = 'published'"
 
 
-@dataclass(frozen=True, slots=True)
-class Published:
-    """The published set as the snapshot sees it."""
+class Published(msgspec.Struct, frozen=True, kw_only=True):
+    """The published set at one version (kept beside each rendition as JSON)."""
 
     version: int
     changed_at: dt.datetime
     total: int
 
-    def etag(self, kind: str) -> str:
-        return f'"{kind}-{self.version}"'
+    def etag(self, document: str) -> str:
+        return f'"{document}-{self.version}"'
 
     @property
     def last_modified(self) -> str:
         return email.utils.format_datetime(self.changed_at.astimezone(dt.UTC), usegmt=True)
 
-    def headers(self, kind: str) -> dict[str, str]:
+    def headers(self, document: str) -> dict[str, str]:
         return {
-            "ETag": self.etag(kind),
+            "ETag": self.etag(document),
             "Last-Modified": self.last_modified,
             "Cache-Control": "public, max-age=60",
             "X-Content-Type-Options": "nosniff",
         }
 
 
-def not_modified(request: Request, published: Published, kind: str) -> bool:
+def not_modified(request: Request, published: Published, document: str) -> bool:
     """RFC 9110 §13.2.2: If-None-Match decides when sent; else If-Modified-Since (whole seconds)."""
     if (tags := request.headers.get("if-none-match")) is not None:
         sent = {tag.strip().removeprefix("W/") for tag in tags.split(",")}
-        return "*" in sent or published.etag(kind) in sent
+        return "*" in sent or published.etag(document) in sent
     if (since := request.headers.get("if-modified-since")) is not None:
         try:
             moment = email.utils.parsedate_to_datetime(since)
@@ -60,44 +57,19 @@ def not_modified(request: Request, published: Published, kind: str) -> bool:
     return False
 
 
-async def answer(
-    request: Request,
-    pool: Pool,
-    kind: str,
-    media_type: str,
-    body: Callable[[Connection, Published], AsyncIterator[str]],
-    exists: Callable[[Published], bool] = lambda _: True,
-) -> Response:
-    """`body`, streamed from one snapshot, with its validators; `304` when the client holds this version, and
-    `404` when `exists` says the snapshot has no such document."""
-    stack = contextlib.AsyncExitStack()
-    try:
-        conn = await stack.enter_async_context(pool.connection())
-        await stack.enter_async_context(conn.transaction())
+async def published_state(pool: Pool) -> Published:
+    """The published set as it is now: one statement, its connection given back at once."""
+    async with pool.connection() as conn:
+        return Published(**await one_row(await conn.execute(_STATE)))
+
+
+@contextlib.asynccontextmanager
+async def read_snapshot(pool: Pool) -> AsyncIterator[tuple[Connection, Published]]:
+    """The one read of a render: a connection of `pool` in a read-only, repeatable-read transaction, and the
+    published set as it sees it, for the block's duration (which reads at the pace of a disk, never of a client)."""
+    async with pool.connection() as conn, conn.transaction():
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        row = await (await conn.execute(_STATE)).fetchone()
-        assert row is not None, "schema.sql keeps the row of the published jobs"
-        published = Published(**row)
-        if not exists(published):
-            await stack.aclose()
-            return Response("Not found", status_code=404, media_type="text/plain")
-        headers = published.headers(kind)
-        if not_modified(request, published, kind):
-            await stack.aclose()
-            return Response(status_code=304, headers=headers)
-    except BaseException:
-        await stack.aclose()
-        raise
-    return StreamingResponse(_encoded(stack, body(conn, published)), media_type=media_type, headers=headers)
-
-
-async def _encoded(stack: contextlib.AsyncExitStack, parts: AsyncIterator[str]) -> AsyncIterator[bytes]:
-    try:
-        async for part in parts:
-            yield part.encode("utf-8")
-    finally:
-        with anyio.CancelScope(shield=True):  # a client gone cancels us; the connection still goes back whole
-            await stack.aclose()
+        yield conn, Published(**await one_row(await conn.execute(_STATE)))
 
 
 async def rows(

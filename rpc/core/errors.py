@@ -23,6 +23,8 @@ RpcError (500 internal_error)
 ├── InvalidParams (422)
 ├── RateLimited (429; carries Retry-After)
 └── Unavailable (503; carries Retry-After)
+    ├── Busy
+    └── PartlyStored
 """
 
 from __future__ import annotations
@@ -265,3 +267,21 @@ class Busy(Unavailable):
 
     default_message = "The database was busy with a conflicting change and nothing was applied; retry in a moment."
     retry_after: ClassVar[int] = 1
+
+
+class PartlyStored(Unavailable):
+    """A write that opens several transactions (`calls_out`) failed after one of them had stored part of its work:
+    said so, and how to complete it (a retry with the same Idempotency-Key resumes the call, never repeats it)."""
+
+    def __init__(self, *, keyed: bool) -> None:
+        if keyed:
+            message = (
+                "Part of this call was stored before the service failed; send it again with the same "
+                "Idempotency-Key to complete it (nothing will be done twice)."
+            )
+        else:
+            message = (
+                "Part of this call was stored before the service failed, and it was not completed: check what it "
+                "made before sending it again (with an Idempotency-Key, a retry would complete it instead)."
+            )
+        super().__init__(message)

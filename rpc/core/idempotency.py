@@ -10,7 +10,9 @@ can never leave a write without its key or a key without its write. A transactio
 keeps a concurrent call with the same key from waiting on that row: it is told at once that the key is in use
 (`409`). A procedure that calls another service (`calls_out`) opens its own transactions, so its claim is
 committed first with a short lease: a call that dies while it waits leaves the key free again once the lease
-runs out.
+runs out. Such a call records with its key what it has stored so far (`record`, in the transaction that stored
+it): one that fails after storing something keeps its key, and a retry with the key resumes it from there
+(`Interrupted`) rather than doing it twice.
 
 Kept: any success, and the procedure's own refusals (`403`, `404`, `409`), whose work is rolled back to a
 savepoint while the key keeps the answer. Not kept — the key stays free — is everything refused before the
@@ -23,8 +25,10 @@ import datetime as dt
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
+from psycopg.types.json import Jsonb
 from starlette.requests import Request
 
 from rpc.core.errors import Conflict, InvalidParams, RpcError
@@ -42,7 +46,7 @@ PERSONAL = "profile."  # the procedures about the calling person alone: their ke
 
 _LOCK = "SELECT pg_try_advisory_xact_lock(%(lock)s) AS locked"
 _FIND = """
-SELECT procedure, fingerprint, status, body, coalesce(lease_until > now(), false) AS running
+SELECT procedure, fingerprint, status, body, progress, coalesce(lease_until > now(), false) AS running
 FROM idempotency_keys
 WHERE account_id = %(account_id)s AND scope = %(scope)s AND key = %(key)s AND expires_at > now()
 """
@@ -54,15 +58,30 @@ VALUES (%(account_id)s, %(scope)s, %(key)s, %(user_id)s, %(procedure)s, %(finger
 ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO UPDATE
 SET procedure = EXCLUDED.procedure, fingerprint = EXCLUDED.fingerprint, status = NULL, body = NULL,
     created_at = now(), expires_at = EXCLUDED.expires_at, lease_until = EXCLUDED.lease_until,
-    user_id = EXCLUDED.user_id
+    user_id = EXCLUDED.user_id, progress = NULL
+"""
+_RESUME = """
+UPDATE idempotency_keys SET lease_until = %(lease_until)s
+WHERE account_id = %(account_id)s AND scope = %(scope)s AND key = %(key)s
+"""
+_RECORD = """
+UPDATE idempotency_keys SET progress = %(progress)s
+WHERE account_id = %(account_id)s AND scope = %(scope)s AND key = %(key)s AND status IS NULL
 """
 _KEEP = """
 UPDATE idempotency_keys SET status = %(status)s, body = %(body)s, lease_until = NULL
 WHERE account_id = %(account_id)s AND scope = %(scope)s AND key = %(key)s
 """
+# A call that ended without an answer to keep: its key is free again, or, when it had stored something, left for
+# a retry to resume at once.
 _RELEASE = """
 DELETE FROM idempotency_keys
+WHERE account_id = %(account_id)s AND scope = %(scope)s AND key = %(key)s AND status IS NULL AND progress IS NULL
+"""
+_INTERRUPT = """
+UPDATE idempotency_keys SET lease_until = now()
 WHERE account_id = %(account_id)s AND scope = %(scope)s AND key = %(key)s AND status IS NULL
+  AND progress IS NOT NULL
 """
 _PURGE = """
 DELETE FROM idempotency_keys
@@ -101,6 +120,13 @@ class Kept:
 
 
 @dataclass(frozen=True, slots=True)
+class Interrupted:
+    """An earlier run of this very call stored part of its work and failed: this one resumes from `progress`."""
+
+    progress: Any
+
+
+@dataclass(frozen=True, slots=True)
 class Claim:
     """One call's key: the account it belongs to (and the person, for a procedure about them: `scope`), the key,
     who calls, and what the call is (procedure and parameters)."""
@@ -134,9 +160,10 @@ def claim_for(account_id: str, user_id: str, key: str, procedure: str, body: byt
     return Claim(account_id, scope, key, user_id, procedure, hashlib.sha256(canonical).digest())
 
 
-async def claim(conn: Connection, call: Claim, *, lease: dt.timedelta | None = None) -> Kept | None:
+async def claim(conn: Connection, call: Claim, *, lease: dt.timedelta | None = None) -> Kept | Interrupted | None:
     """Inside the call's transaction: None when this call is the key's first (it runs, and `keep`s its answer in
-    this transaction); the kept answer when it was answered already; `409` while it runs, `422` if the key
+    this transaction); the kept answer when it was answered already; `Interrupted` when an earlier run of it
+    stored part of its work and failed (it resumes, under a new lease); `409` while it runs, `422` if the key
     was used for another call."""
     locked_name = f"{call.account_id}\x00{call.scope}\x00{call.key}".encode()
     lock = int.from_bytes(hashlib.sha256(locked_name).digest()[:8], signed=True)
@@ -146,13 +173,16 @@ async def claim(conn: Connection, call: Claim, *, lease: dt.timedelta | None = N
         raise KeyInUse()
     cursor = await conn.execute(_FIND, call.values)
     row = await cursor.fetchone()
-    if row is not None and (row["status"] is not None or row["running"]):
+    lease_until = dt.datetime.now(dt.UTC) + lease if lease else None
+    if row is not None and (row["status"] is not None or row["running"] or row["progress"] is not None):
         if row["procedure"] != call.procedure or bytes(row["fingerprint"]) != call.fingerprint:
             raise KeyReused()
-        if row["status"] is None:
+        if row["status"] is not None:
+            return Kept(row["status"], bytes(row["body"]))
+        if row["running"]:
             raise KeyInUse()
-        return Kept(row["status"], bytes(row["body"]))
-    lease_until = dt.datetime.now(dt.UTC) + lease if lease else None
+        await conn.execute(_RESUME, {**call.values, "lease_until": lease_until})
+        return Interrupted(row["progress"])
     await conn.execute(
         _CLAIM,
         {
@@ -167,13 +197,21 @@ async def claim(conn: Connection, call: Claim, *, lease: dt.timedelta | None = N
     return None
 
 
+async def record(conn: Connection, call: Claim, progress: Any) -> None:
+    """Inside a transaction of the call: `progress` (JSON; None when nothing is stored, as after undoing it) is
+    what it has stored, committed with what it stored."""
+    await conn.execute(_RECORD, {**call.values, "progress": None if progress is None else Jsonb(progress)})
+
+
 async def keep(conn: Connection, call: Claim, status: int, body: bytes) -> None:
     await conn.execute(_KEEP, {**call.values, "status": status, "body": body})
 
 
 async def release(conn: Connection, call: Claim) -> None:
-    """Free a claimed key whose call ended without an answer to keep."""
+    """A claimed key whose call ended without an answer to keep: free again when nothing of the call was stored;
+    else its lease ends now, so that a retry resumes the call at once."""
     await conn.execute(_RELEASE, call.values)
+    await conn.execute(_INTERRUPT, call.values)
 
 
 async def _purge(conn: Connection, emitter: EventSink) -> None:

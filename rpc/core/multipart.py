@@ -5,7 +5,9 @@ arrives, its SHA-256 computed on the way: the body is never held in memory, only
 A body is refused (`413`) as soon as it can be told too large: by its Content-Length before a byte is read,
 else the moment the file's bytes pass the limit (or a text field its bound, or the whole body the limit by more
 than the part headers and the text fields need). A malformed body, a missing `file` part, a part the form does
-not name or any part sent twice is `422` (on the field `file` unless a text field is the one at fault).
+not name or any part sent twice is `422` (on the field `file` unless a text field is the one at fault); so is a
+boundary RFC 2046 does not allow (1 to 70 of its characters, not ending in a space), on `Content-Type`, before a
+byte of the body is read.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import tempfile
 import unicodedata
 from collections.abc import Mapping
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO, Annotated, Any, ClassVar
 
 import msgspec
-from python_multipart.exceptions import MultipartParseError
+from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
@@ -31,6 +34,8 @@ FIELD = "file"
 FRAMING = 16 * 1024  # what boundaries and part headers may add to the file's own bytes
 FILENAME_MAX = 255
 _ESCAPED = (("%22", '"'), ("%0D", "\r"), ("%0A", "\n"))
+# RFC 2046 §5.1.1: 1 to 70 `bchars`, the last not a space.
+_BOUNDARY = re.compile(rb"[0-9A-Za-z'()+_,\-./:=? ]{0,69}[0-9A-Za-z'()+_,\-./:=?]")
 
 
 class Upload(Params, frozen=True, kw_only=True):
@@ -198,6 +203,17 @@ async def read_form(request: Request, limit: int, shape: Shape) -> Form:
         raise UnsupportedMediaType(
             f"Send the file as 'Content-Type: multipart/form-data' with one part named '{shape.file}'."
         )
+    boundary = options[b"boundary"]
+    if not _BOUNDARY.fullmatch(boundary):
+        raise InvalidParams(
+            [
+                {
+                    "field": "Content-Type",
+                    "message": "The multipart boundary must be 1 to 70 letters, digits or '()+_,-./:=? (RFC 2046), "
+                    "not ending in a space.",
+                }
+            ]
+        )
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit + shape.framing:
         raise PayloadTooLarge(f"The file is larger than {limit:,} bytes.")
@@ -205,7 +221,7 @@ async def read_form(request: Request, limit: int, shape: Shape) -> Form:
     try:
         with os.fdopen(descriptor, "wb") as staging:
             parts = _Parts(staging, limit, shape)
-            await _parse(request, options[b"boundary"], parts, limit + shape.framing, shape)
+            await _parse(request, boundary, parts, limit + shape.framing, shape)
     except BaseException:
         os.unlink(name)
         raise
@@ -239,5 +255,5 @@ async def _parse(request: Request, boundary: bytes, parts: _Parts, most: int, sh
                 raise PayloadTooLarge(f"The body is larger than the file limit allows ({most:,} bytes).")
             parser.write(chunk)
         parser.finalize()
-    except MultipartParseError as exc:
+    except FormParserError as exc:  # the parser's every refusal of a body
         raise shape.refused(f"The body is not valid multipart/form-data: {exc}.") from exc

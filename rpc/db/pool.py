@@ -100,7 +100,9 @@ async def one_row(cursor: psycopg.AsyncCursor[DictRow]) -> DictRow:
 
 async def count_for_account(conn: Connection, account_id: str, query: str) -> int:
     """Lock the account's row, then count with `query` (`%(account_id)s`, one `n` column), inside the caller's
-    transaction: creations of one account take turns, so that two cannot both take its last free place."""
+    transaction: creations of one account take turns, so that two cannot both take its last free place. The count
+    is a statement of its own, after the lock's: it sees what the creation it waited for committed, where a count
+    in the locking statement would read the snapshot taken before the wait."""
     await conn.execute("SELECT FROM accounts WHERE id = %(account_id)s FOR UPDATE", {"account_id": account_id})
     cursor = await conn.execute(query, {"account_id": account_id})
     return int((await one_row(cursor))["n"])

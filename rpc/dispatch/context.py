@@ -14,6 +14,7 @@ from rpc.audit import log as audit_log
 from rpc.core.memory import Memory, Slot, T
 from rpc.core.principal import Principal
 from rpc.core.types import Connection
+from rpc.dispatch.steps import Steps
 from rpc.files.service import Files
 from rpc.mail.outbox import Mail
 from rpc.outbox.emit import Emitter, UnknownEventKind
@@ -49,6 +50,7 @@ class Context:
     indexes: Mapping[str, Any] = field(default_factory=dict)
     files: Files | None = None  # the file store and the download links
     mail: Mail | None = None  # mail queued in this call's transaction (a replayed write sends none again)
+    steps: Steps | None = None  # what a `calls_out` call has stored so far (`record_progress`)
 
     @property
     def conn(self) -> Connection:
@@ -74,6 +76,19 @@ class Context:
     def transaction(self) -> AbstractAsyncContextManager[Connection]:
         """A connection of its own in a transaction of its own, the caller's credential confirmed inside it."""
         return self.transactions()
+
+    async def record_progress(self, conn: Connection, progress: Any) -> None:
+        """Inside one of this call's transactions: what the call has stored so far (JSON; None when nothing is, as
+        once undone), committed with the transaction. A `calls_out` call that fails past it answers that part was
+        stored, and a retry with the same Idempotency-Key resumes it (`resumed`). Elsewhere, nothing."""
+        if self.steps is not None:
+            await self.steps.record(conn, progress)
+
+    @property
+    def resumed(self) -> Any:
+        """What an earlier run of this very call (its Idempotency-Key, procedure and parameters) recorded before it
+        failed: the call resumes from there. None for a call's first run."""
+        return self.steps.resumed if self.steps is not None else None
 
     async def emit(self, kind: str, data: msgspec.Struct, account_ids: Iterable[str]) -> None:
         """Announce a change to `account_ids`; committed (or rolled back) with the change itself. Only a kind

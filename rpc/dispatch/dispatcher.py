@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import msgspec
 import psycopg
+from psycopg_pool import PoolTimeout
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -40,6 +41,7 @@ from rpc.core.responses import error_response, json_response, render
 from rpc.core.types import Connection
 from rpc.db.pool import Pool
 from rpc.dispatch.context import Context
+from rpc.dispatch.steps import Steps
 from rpc.files.service import Files
 from rpc.limits.ratelimit import Quota, RateLimiter
 from rpc.mail.outbox import Mail
@@ -196,6 +198,7 @@ class Dispatcher:
                 result = await call.proc.handler(self._context(call, principal, conn), call.params)
                 return json_response(encode_result(result))
             kept = await idempotency.claim(conn, call.claim)
+            assert not isinstance(kept, idempotency.Interrupted), "one transaction never stores part of a call"
             if kept is not None:
                 return _replayed(kept)
             response = await self._answer(call, self._context(call, principal, conn), savepoint=conn)
@@ -204,23 +207,40 @@ class Dispatcher:
 
     async def _call_out(self, call: _Call) -> Response:
         """A write that opens its own transactions; with an Idempotency-Key, the key is claimed (with a lease)
-        before and its answer kept after, each in a short transaction of its own."""
-        ctx = self._context(call, call.credential.principal, None)
+        before and its answer kept after, each in a short transaction of its own. A failure once part of the call
+        was stored says so, and keeps the key for a retry to resume the call (`Steps`)."""
         if call.claim is None:
-            return json_response(encode_result(await call.proc.handler(ctx, call.params)))
+            steps = Steps(None)
+            with steps.telling(self._registry):
+                result = await call.proc.handler(
+                    self._context(call, call.credential.principal, None, steps), call.params
+                )
+            return json_response(encode_result(result))
         async with self._transaction(call.proc, call.credential) as conn:
-            kept = await idempotency.claim(conn, call.claim, lease=idempotency.CALLS_OUT_LEASE)
-        if kept is not None:
-            return _replayed(kept)
-        try:
-            response = await self._answer(call, ctx, savepoint=None)
-        except BaseException:
-            async with self._pool.connection() as conn:
-                await idempotency.release(conn, call.claim)
-            raise
-        async with self._pool.connection() as conn:
-            await idempotency.keep(conn, call.claim, response.status_code, bytes(response.body))
+            claimed = await idempotency.claim(conn, call.claim, lease=idempotency.CALLS_OUT_LEASE)
+        if isinstance(claimed, idempotency.Kept):
+            return _replayed(claimed)
+        steps = Steps(call.claim, claimed.progress if claimed else None)
+        with steps.telling(self._registry):
+            try:
+                response = await self._answer(
+                    call, self._context(call, call.credential.principal, None, steps), savepoint=None
+                )
+                async with self._pool.connection() as conn:
+                    await idempotency.keep(conn, call.claim, response.status_code, bytes(response.body))
+            except BaseException:
+                await self._release(call.claim)
+                raise
         return response
+
+    async def _release(self, claim: idempotency.Claim) -> None:
+        """The key of a call that ended without an answer kept, let go (`idempotency.release`); when the database
+        cannot be reached for that either, its lease runs out instead."""
+        try:
+            async with self._pool.connection() as conn:
+                await idempotency.release(conn, claim)
+        except (psycopg.Error, PoolTimeout) as exc:
+            log.warning("an Idempotency-Key could not be let go (%s); its lease will run out", type(exc).__name__)
 
     async def _answer(self, call: _Call, ctx: Context, *, savepoint: Connection | None) -> Response:
         """The procedure's answer to keep for its key: its result, or its own refusal (403, 404, 409), whose work
@@ -241,7 +261,9 @@ class Dispatcher:
                 raise
             return error_response(error)
 
-    def _context(self, call: _Call, principal: Principal, connection: Connection | None) -> Context:
+    def _context(
+        self, call: _Call, principal: Principal, connection: Connection | None, steps: Steps | None = None
+    ) -> Context:
         return Context(
             principal=principal,
             request_id=getattr(call.request.state, "request_id", ""),
@@ -251,7 +273,7 @@ class Dispatcher:
             emitter=self._emitter,
             http=self._http,
             connection=connection,
-            transactions=lambda: self._transaction(call.proc, call.credential),
+            transactions=lambda: self._transaction(call.proc, call.credential, steps),
             memory=self._memory,
             emits=frozenset(call.proc.emits),
             probes=self._probes[call.proc.name],
@@ -259,6 +281,7 @@ class Dispatcher:
             indexes=self._indexes,
             files=self._files,
             mail=self._mail,
+            steps=steps,
         )
 
     async def _reconfirm(self, conn: Connection, proc: Procedure, credential: Credential) -> Principal:
@@ -271,11 +294,19 @@ class Dispatcher:
         return principal
 
     @contextlib.asynccontextmanager
-    async def _transaction(self, proc: Procedure, credential: Credential) -> AsyncIterator[Connection]:
-        """A connection and transaction of a `calls_out` procedure's own, the credential confirmed inside."""
-        async with self._pool.connection() as conn, conn.transaction():
-            await self._reconfirm(conn, proc, credential)
-            yield conn
+    async def _transaction(
+        self, proc: Procedure, credential: Credential, steps: Steps | None = None
+    ) -> AsyncIterator[Connection]:
+        """A connection and transaction of a `calls_out` procedure's own, the credential confirmed inside; what it
+        records as stored counts once it has committed."""
+        async with self._pool.connection() as conn:
+            if steps is not None:
+                steps.begin()
+            async with conn.transaction():
+                await self._reconfirm(conn, proc, credential)
+                yield conn
+            if steps is not None:
+                steps.committed()
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,8 @@ from rpc.core.envelope import Struct
 
 
 class File(Struct, frozen=True, kw_only=True):
-    """An uploaded file: its name as sent, its type as detected from its content, its size and SHA-256."""
+    """An uploaded file: its name as sent, ending with the extension of its type (`with_extension`), its type as
+    detected from its content, its size and SHA-256."""
 
     id: str
     filename: str

@@ -23,8 +23,9 @@ from rpc.settings import Settings
 
 PRODUCT = "Hire"
 # How a message is written out: RFC 5322 line ends; headers as set (ours are ASCII but for the sender's display
-# name, encoded below).
-WIRE = compat32.clone(linesep="\r\n")
+# name, encoded below), each on one line up to RFC 5322's 998 characters (folded at 78, a long List-Unsubscribe
+# would leave its address alone on a line of its own). The bytes are sealed and sent as they are.
+WIRE = compat32.clone(linesep="\r\n", max_line_length=998)
 _LINE = 78
 SUBJECTS = {
     "verify": "Confirm your e-mail address",

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from email import message_from_bytes
-from email.message import EmailMessage
-from email.policy import SMTP
 
 from procrastinate import JobContext
 
@@ -55,8 +52,7 @@ class Postman:
             row = await (await conn.execute(_LOAD, {"id": message_id})).fetchone()
         if row is None:
             return  # sent or given up already: a duplicate job
-        message = message_from_bytes(self._sealer.open(bytes(row["message_sealed"]), MAIL_SEAL_PURPOSE), policy=SMTP)
-        assert isinstance(message, EmailMessage)
+        message = self._sealer.open(bytes(row["message_sealed"]), MAIL_SEAL_PURPOSE)  # sent as written
         try:
             await self.transport.deliver(message, row["recipient"])
         except Exception as exc:  # whatever went wrong is this attempt's failure, recorded and retried

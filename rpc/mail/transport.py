@@ -2,17 +2,25 @@
 
 `smtp://user:pass@host:port` upgrades with STARTTLS whenever the server offers it; `smtps://` speaks TLS from the
 first byte. Certificates are verified against the system's trust store, or only against `SSL_CERT_FILE` when set.
+
+A message goes out as the bytes it was written as, never parsed and written out again: `email`'s writer folds and
+encodes headers anew (`List-Unsubscribe: <https://...>` left as RFC 2047 encoded words, which mail providers read
+as no unsubscribe address at all).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import email.policy
 import email.utils
 import logging
 import os
 import ssl
 import urllib.parse
-from email.message import EmailMessage
+from email import message_from_bytes
+from email.message import EmailMessage, Message
+from email.parser import BytesHeaderParser
+from email.policy import compat32
 from pathlib import Path
 from typing import Protocol
 
@@ -28,9 +36,14 @@ SMTP_TIMEOUT = 30.0
 class Transport(Protocol):
     description: str
 
-    async def deliver(self, message: EmailMessage, recipient: str) -> None:
-        """Hand the message over for `recipient` alone (whatever its headers say); raises when it could not be
-        (the caller retries)."""
+    async def deliver(self, message: bytes, recipient: str) -> None:
+        """Hand the message over, its bytes as they are, for `recipient` alone (whatever its headers say); raises
+        when it could not be (the caller retries)."""
+
+
+def headers_of(message: bytes) -> Message:
+    """The message's headers, read without touching its bytes (nothing is written back from them)."""
+    return BytesHeaderParser(policy=compat32).parsebytes(message)
 
 
 class SmtpTransport:
@@ -48,11 +61,11 @@ class SmtpTransport:
         self._tls = ssl.create_default_context(cafile=cert_file)
         self.description = f"SMTP server {self._host}:{self._port} ({'TLS' if self._implicit_tls else 'STARTTLS'})"
 
-    async def deliver(self, message: EmailMessage, recipient: str) -> None:
+    async def deliver(self, message: bytes, recipient: str) -> None:
         # The envelope is given, not read from the headers: the message goes to its one recipient only.
         await aiosmtplib.send(
             message,
-            sender=email.utils.parseaddr(str(message["From"]))[1],
+            sender=email.utils.parseaddr(str(headers_of(message)["From"] or ""))[1],
             recipients=[recipient],
             hostname=self._host,
             port=self._port,
@@ -76,21 +89,24 @@ class FileTransport:
         self._directory = directory
         self.description = f".eml files in {directory}"
 
-    async def deliver(self, message: EmailMessage, recipient: str) -> None:
+    async def deliver(self, message: bytes, recipient: str) -> None:
         self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        message_id = str(message["Message-ID"]).strip("<>").partition("@")[0]
+        headers = headers_of(message)
+        message_id = str(headers["Message-ID"]).strip("<>").partition("@")[0]
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
         path = self._directory / f"{stamp}-{message_id}.eml"
         _write(path.with_suffix(".txt"), _readable(message))
-        _write(path, message.as_bytes())
-        log.info("mail to %s (%s) written to %s (its text: .txt beside it)", recipient, message["Subject"], path)
+        _write(path, message)
+        log.info("mail to %s (%s) written to %s (its text: .txt beside it)", recipient, headers["Subject"], path)
 
 
-def _readable(message: EmailMessage) -> bytes:
-    """The message as a person reads it: who, what, and its plain text decoded."""
-    body = message.get_body(preferencelist=("plain",))
+def _readable(message: bytes) -> bytes:
+    """The message as a person reads it: who, what, and its plain text decoded (parsed for this file alone)."""
+    parsed = message_from_bytes(message, policy=email.policy.default)
+    assert isinstance(parsed, EmailMessage)
+    body = parsed.get_body(preferencelist=("plain",))
     text = body.get_content() if isinstance(body, EmailMessage) else ""
-    head = "".join(f"{name}: {message[name]}\n" for name in ("From", "To", "Subject", "Date") if message[name])
+    head = "".join(f"{name}: {parsed[name]}\n" for name in ("From", "To", "Subject", "Date") if parsed[name])
     return f"{head}\n{text}".encode()
 
 

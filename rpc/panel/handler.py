@@ -7,12 +7,18 @@
 3. hands the handler a `Panel`: the person, a database connection, the services, the form,
 4. turns `NotFound` (another account's object, a malformed id) into the panel's 404 page,
 5. adds the security headers to whatever is answered.
+
+`@page_calling_out` does the same for a page that waits on another service (a checkout with the payment
+provider): its handler holds no connection — the page's is given back once the person is checked — and takes
+one for each step of its own (`Panel.connected`), so that a slow service never holds one of the pool's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,15 +62,27 @@ NOTICES = {
 
 @dataclass(frozen=True, slots=True)
 class Panel:
-    """One panel request: who is signed in, a connection (autocommit; writes open a transaction), the running
-    services, and the posted form (empty for a GET)."""
+    """One panel request: who is signed in, a connection (autocommit; writes open a transaction; none for a page
+    calling out), the running services, and the posted form (empty for a GET)."""
 
     request: Request
-    conn: Connection
+    connection: Connection | None
     user: WebUser
     services: Services
     web: Web
     form: Fields = field(default_factory=dict)
+
+    @property
+    def conn(self) -> Connection:
+        if self.connection is None:
+            raise RuntimeError("a page calling out holds no connection: take one with `panel.connected()`")
+        return self.connection
+
+    @contextlib.asynccontextmanager
+    async def connected(self) -> AsyncIterator[Panel]:
+        """This request on a connection of its own, for the block."""
+        async with self.services.pool.connection() as conn:
+            yield dataclasses.replace(self, connection=conn)
 
     @property
     def account_id(self) -> str:
@@ -120,12 +138,22 @@ def page(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 
     @functools.wraps(handler)
     async def endpoint(request: Request) -> Response:
-        return secure(await _serve(request, handler))
+        return secure(await _serve(request, handler, calls_out=False))
 
     return endpoint
 
 
-async def _serve(request: Request, handler: Handler) -> Response:
+def page_calling_out(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """The endpoint of a panel page that waits on another service: its handler holds no connection."""
+
+    @functools.wraps(handler)
+    async def endpoint(request: Request) -> Response:
+        return secure(await _serve(request, handler, calls_out=True))
+
+    return endpoint
+
+
+async def _serve(request: Request, handler: Handler, *, calls_out: bool) -> Response:
     state = web(request)
     form: Fields = {}
     if request.method == "POST":
@@ -134,33 +162,45 @@ async def _serve(request: Request, handler: Handler) -> Response:
         except (FormError, PayloadTooLarge):
             return error_page(400, "Bad request", "The form could not be read.")
     async with state.pool.connection() as conn:
-        user = await state.sessions.current(conn, request)
-        if user is None:
-            if request.method == "POST":  # a form of a session that has ended: sign in, then start again
-                return redirect(signin_url("/panel"))
-            here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-            return redirect(signin_url(here))
-        if request.method == "POST" and not _csrf_ok(state, user, form):
-            return error_page(
-                403,
-                "This form has expired",
-                "The form was missing its security token, or the token no longer matches your session. "
-                "Go back, reload the page and try again.",
-                user=user,
-            )
-        if request.method == "POST":
-            try:
-                await state.throttle.hit("panel_writes", user.user_id)
-            except RateLimited as exc:
-                page = error_page(
-                    429, "Too many changes", f"Wait {exc.retry_after} seconds, then try again.", user=user
-                )
-                page.headers.update(exc.headers())
-                return page
+        admitted = await _admit(request, state, conn, form)
+        if isinstance(admitted, Response):
+            return admitted
+        if not calls_out:
+            return await _handle(handler, Panel(request, conn, admitted, services(request), state, form))
+    return await _handle(handler, Panel(request, None, admitted, services(request), state, form))
+
+
+async def _admit(request: Request, state: Web, conn: Connection, form: Fields) -> WebUser | Response:
+    """The person signed in, their form's CSRF token and their budget of changes checked; else the answer."""
+    user = await state.sessions.current(conn, request)
+    if user is None:
+        if request.method == "POST":  # a form of a session that has ended: sign in, then start again
+            return redirect(signin_url("/panel"))
+        here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return redirect(signin_url(here))
+    if request.method == "POST" and not _csrf_ok(state, user, form):
+        return error_page(
+            403,
+            "This form has expired",
+            "The form was missing its security token, or the token no longer matches your session. "
+            "Go back, reload the page and try again.",
+            user=user,
+        )
+    if request.method == "POST":
         try:
-            return await handler(Panel(request, conn, user, services(request), state, form))
-        except NotFound:
-            return not_found_page(user)
+            await state.throttle.hit("panel_writes", user.user_id)
+        except RateLimited as exc:
+            page = error_page(429, "Too many changes", f"Wait {exc.retry_after} seconds, then try again.", user=user)
+            page.headers.update(exc.headers())
+            return page
+    return user
+
+
+async def _handle(handler: Handler, panel: Panel) -> Response:
+    try:
+        return await handler(panel)
+    except NotFound:
+        return not_found_page(panel.user)
 
 
 def _csrf_ok(state: Web, user: WebUser, form: Mapping[str, list[str]]) -> bool:

@@ -15,6 +15,7 @@ from rpc.audit import log as audit_log
 from rpc.core.errors import Forbidden, NotFound
 from rpc.core.responses import error_response
 from rpc.core.types import Connection
+from rpc.files.detect import with_extension
 from rpc.files.links import PATH, Downloader, LinkRefused, attachment
 from rpc.services import services
 from rpc.web.auth_api import client_address
@@ -37,7 +38,8 @@ async def download(request: Request) -> Response:
         if downloader is not None and request.method == "GET":
             await _audit(conn, file_id, downloader, request)
     headers = {
-        "Content-Disposition": attachment(row["filename"]),
+        # Kept so since upload; files kept before that are named so here.
+        "Content-Disposition": attachment(with_extension(row["filename"], row["content_type"])),
         "Content-Length": str(row["size"]),
         "X-Content-Type-Options": "nosniff",
         "Content-Security-Policy": "sandbox",

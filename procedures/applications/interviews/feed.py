@@ -32,6 +32,7 @@ from rpc.settings import Settings
 from rpc.web.state import web
 
 PATH = "/calendar/{token}.ics"
+TOKEN_LINKS = (r"/calendar/([^/?]+)\.ics(?:\?.*)?",)  # the address is the credential: redacted in the access log
 KEPT_DAYS = 30
 MOST_EVENTS = 2_000  # a feed is bounded, whatever a person's history
 _KEY_PURPOSE = b"hire calendar feed v1"
