@@ -93,6 +93,40 @@ def test_the_readme_quickstart_runs_as_pasted(served: tuple[str, dict[str, str]]
     assert replayed == ["idempotent-replayed: true"], "the second call with the Idempotency-Key was a replay"
 
 
+def test_the_recruiting_loops_walkthrough_runs_as_pasted(databases: Databases, tmp_path: Path) -> None:
+    """docs/interviews.md's walkthrough, after the quickstart, on a server of its own (the quickstart's people and
+    job are made again): a round from applying to hired, as pasted."""
+    env = {
+        **{name: value for name, value in os.environ.items() if name not in ("DATABASE_URL", "PUBLIC_URL")},
+        "DATABASE_URL": databases.copy(),
+        "DATA_DIR": str(tmp_path),
+        "SERVICE_SECRET_KEY": TEST_SECRET_KEY,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+    }
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "bin" / "serve"), "--port", str(port)],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        eventually(serving(f"{url}/healthz", server), "bin/serve's /healthz", timeout=60)
+        blocks = shell_blocks(ROOT / "README.md", "## Quickstart") + shell_blocks(
+            ROOT / "docs" / "interviews.md", "## Walkthrough"
+        )
+        done = run(pasted(blocks, url), env, ROOT)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    lines = done.stdout.splitlines()
+    walked = lines[lines.index("Compilers and programming languages") + 1 :]
+    assert walked[:3] == ["published", "grace@example.com", "interview_scheduled"], walked
+    assert re.fullmatch(r"[0-9a-f-]{36}", walked[3]), "the double booking named the interview it met"
+    assert walked[4:11] == ["strong_yes", "completed", "approved", "sent", "accepted", "hired", "cancelled"]
+    assert re.fullmatch(rf"{url}/calendar/[A-Za-z0-9_-]+\.ics", walked[11]), walked[11]
+
+
 def test_the_readme_receiver_verifies_our_deliveries_both_ways() -> None:
     """The README's two checks, run as printed, accept the headers an attempt is sent with (during a rotation
     overlap too) and refuse a changed body."""
