@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from procedures.applications.access import Found
-from procedures.applications.offers.notices import offer_withdrawn
-from procedures.applications.offers.shapes import Offer, OfferEvent
+from procedures.applications.offers.notices import announce, offer_withdrawn
+from procedures.applications.offers.shapes import Offer
 from procedures.applications.offers.store import COLUMNS, offer_of
 from rpc.api import Context, one_row
 
@@ -26,14 +26,7 @@ async def cancel(ctx: Context, offer_id: str, found: Found, *, tell_candidate: b
     """Cancel the (locked, open) offer; a sent one's candidate is told unless `tell_candidate` is false."""
     was_sent = await _was_sent(ctx, offer_id)
     cancelled = offer_of(await one_row(await ctx.conn.execute(_CANCEL, {"id": offer_id})))
-    event = OfferEvent(
-        offer_id=cancelled.id,
-        application_id=cancelled.application_id,
-        job_id=cancelled.job_id,
-        version=cancelled.version,
-        status=cancelled.status,
-    )
-    await ctx.emit("offer.cancelled", event, [found.job_account])
+    await announce(ctx, "offer.cancelled", cancelled, found)
     if was_sent and tell_candidate:
         await offer_withdrawn(ctx, cancelled, found)
     return cancelled

@@ -1,5 +1,5 @@
-"""Who hears of an offer: the candidate when it is sent (its terms, and where to answer) and when a sent offer is
-withdrawn; each approver when their turn comes."""
+"""Who hears of an offer: the job's account of every step (its `offer.*` events), the candidate when it is sent
+(its terms, and where to answer) and when a sent offer is withdrawn, and each approver when their turn comes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from procedures.applications.access import Found
 from procedures.applications.letters import desk_link, home_link, mailable, send
-from procedures.applications.offers.shapes import Offer
+from procedures.applications.offers.shapes import Offer, OfferEvent
 from rpc.api import Context
 from rpc.mail.outbox import Letter
 
@@ -20,6 +20,18 @@ def salary_text(offer: Offer) -> str:
     """`85,000.00 EUR a year`."""
     salary = offer.salary
     return f"{decimal.Decimal(salary.amount):,} {salary.currency} {PERIODS[salary.period]}"
+
+
+async def announce(ctx: Context, kind: str, offer: Offer, found: Found) -> None:
+    """Event `kind` (`offer.*`) of this version of the offer, to the job's account."""
+    event = OfferEvent(
+        offer_id=offer.id,
+        application_id=offer.application_id,
+        job_id=offer.job_id,
+        version=offer.version,
+        status=offer.status,
+    )
+    await ctx.emit(kind, event, [found.job_account])
 
 
 async def offer_sent(ctx: Context, offer: Offer, found: Found) -> None:

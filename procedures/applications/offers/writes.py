@@ -17,13 +17,12 @@ from procedures.applications.access import Found, employs, find_owned, members
 from procedures.applications.moves import KINDS as MOVE_KINDS
 from procedures.applications.moves import check_move, move
 from procedures.applications.offers.cancelling import cancel
-from procedures.applications.offers.notices import offer_sent, to_approve
+from procedures.applications.offers.notices import announce, offer_sent, to_approve
 from procedures.applications.offers.shapes import (
     OPEN,
     ApproveOffer,
     CreateOffer,
     Offer,
-    OfferEvent,
     RespondToOffer,
     UpdateOffer,
 )
@@ -227,7 +226,7 @@ async def send_offer(ctx: Context, params: IdParams) -> Offer:
         message = f"This offer's answer was due by {expired}: change expires_at (a new version) before sending it."
         raise Conflict(message, {"expires_at": expired})
     sent = offer_of(await one_row(await ctx.conn.execute(_SEND, {"id": offer.id})))
-    await _announce(ctx, "offer.sent", sent, found)
+    await announce(ctx, "offer.sent", sent, found)
     if PIPELINE.index(found.application.status) < PIPELINE.index("offered"):  # offers go with final applications
         found = await move(ctx, found, "offered")
     await offer_sent(ctx, sent, found)
@@ -255,7 +254,7 @@ async def respond_to_offer(ctx: Context, params: RespondToOffer) -> Offer:
         check_move(found.application.status, "hired")
     values = {"id": offer.id, "status": target, "note": params.note}
     answered = offer_of(await one_row(await ctx.conn.execute(_RESPOND, values)))
-    await _announce(ctx, f"offer.{target}", answered, found)
+    await announce(ctx, f"offer.{target}", answered, found)
     if target == "accepted":
         await move(ctx, found, "hired")
     return as_seen_by(ctx.principal, answered, found.job_account)
@@ -318,7 +317,7 @@ async def _version(
     if approvers:
         await ctx.conn.execute(_APPROVERS, {"offer_id": row["id"], "approver_ids": approvers})
     offer = offer_of(await one_row(await ctx.conn.execute(ONE, {"id": row["id"]})))
-    await _announce(ctx, "offer.created", offer, found)
+    await announce(ctx, "offer.created", offer, found)
     if approvers:
         await to_approve(ctx, offer, found, approvers[0])
     return as_seen_by(ctx.principal, offer, found.job_account)
@@ -326,19 +325,8 @@ async def _version(
 
 async def _set_status(ctx: Context, offer: Offer, found: Found, status: str, kind: str) -> Offer:
     changed = offer_of(await one_row(await ctx.conn.execute(_STATUS, {"id": offer.id, "status": status})))
-    await _announce(ctx, kind, changed, found)
+    await announce(ctx, kind, changed, found)
     return changed
-
-
-async def _announce(ctx: Context, kind: str, offer: Offer, found: Found) -> None:
-    event = OfferEvent(
-        offer_id=offer.id,
-        application_id=offer.application_id,
-        job_id=offer.job_id,
-        version=offer.version,
-        status=offer.status,
-    )
-    await ctx.emit(kind, event, [found.job_account])
 
 
 def _future(text: str) -> dt.datetime:
