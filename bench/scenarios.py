@@ -11,8 +11,10 @@ from collections.abc import Sequence
 import psutil
 
 from bench import mixes, one_endpoint, search_index, sync
+from bench.board import board, material
 from bench.churn import Churn
 from bench.config import (
+    BOARD_TEXT,
     CHANGES,
     CHURN,
     DUPLICATE_SHARE,
@@ -31,7 +33,7 @@ from bench.meter import Meter, Usage
 from bench.processes import Child
 from bench.receiver import Receiver
 from bench.results import Row, Run, summarize
-from bench.seeding import Seeded, grow_jobs
+from bench.seeding import Seeded, grow_jobs, job_text
 from bench.targets import Read, Reserve, Tally, Targets, payment_lines, read_lines, write_lines
 from bench.wrk import RequestFile, Wrk, WrkSummary
 
@@ -72,12 +74,13 @@ class Bench:
             )
         ]
         rng = random.Random(13)  # noqa: S311 - a reproducible mix, not secrets
-        filters, queries = tuple(mixes.list_targets()), tuple(mixes.search_targets(rng))
+        material = self.asked()
+        filters, queries = tuple(mixes.list_targets(material)), tuple(mixes.search_targets(rng, material))
         lists = mixes.zipf_lines(filters, employers.keys, MIX_LINES, rng)
         searches = RequestFile.write(work / "search-mix", mixes.zipf_lines(queries, employers.keys, MIX_LINES, rng))
         count = NEVER_SEEN_LINES[self.config.quick]
-        unseen_searches = mixes.once_each(mixes.never_seen_searches(rng, count), employers.keys)
-        unseen_lists = mixes.once_each(mixes.never_seen_lists(rng, count), employers.keys)
+        unseen_searches = mixes.once_each(mixes.never_seen_searches(rng, count, material), employers.keys)
+        unseen_lists = mixes.once_each(mixes.never_seen_lists(rng, count, material), employers.keys)
         self.reads += [
             Read("jobs.list one filter (Zipf mix)", "/v1/jobs.list", RequestFile.write(work / "list-mix", lists)),
             Read("jobs.search (Zipf mix)", "/v1/jobs.search", searches),
@@ -92,6 +95,12 @@ class Bench:
             key, salt = self.targets.env["PAYTR_MERCHANT_KEY"], self.targets.env["PAYTR_MERCHANT_SALT"]
             lines = payment_lines(self.seeded.payments, key, salt, DUPLICATE_SHARE)
             self.payments = Reserve(RequestFile.write(work / "payments", lines))
+
+    def asked(self) -> mixes.Material:
+        """What the mixes type: the words of the jobs' text."""
+        if self.config.text == BOARD_TEXT:
+            return material(board())
+        return mixes.SMALL
 
     # --- running --------------------------------------------------------------------------------------------
 
@@ -183,7 +192,8 @@ class Bench:
         """Grow the jobs to `size` (unless it is the size seeded) and start the service afresh (fresh plans)."""
         if size != self.config.sizes[0]:
             self.say(f"growing to {size:,} jobs (COPY, indexes rebuilt after)")
-            asyncio.run(grow_jobs(self.database_url, size, self.seeded.employers.accounts))
+            accounts = self.seeded.employers.accounts
+            asyncio.run(grow_jobs(self.database_url, size, accounts, job_text(self.config.text)))
         self.targets.start_service()
 
     def job_reads(self, size: int) -> list[Row]:

@@ -112,7 +112,7 @@ def filtering(search: Search, schema: tantivy.Schema) -> list[tantivy.Query]:
     filters = []
     for name, text in (("location", search.location), ("company", search.company)):
         if text is not None:
-            filters.append(contains(f"{name}_folded", text))
+            filters.append(contains(name, text))
     if search.employment_type:
         # A job has one type: any of the terms (a term set query builds an automaton on every search, ~50x slower).
         types = [tantivy.Query.term_query(schema, "employment_type", kind) for kind in search.employment_type]
