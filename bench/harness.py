@@ -76,6 +76,12 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None, t
         default=SMALL_TEXT,
         help="the jobs' text: a small vocabulary, or one like a real board's (docs/benchmarks.md)",
     )
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: tuple(int(size) for size in text.split(",")),
+        metavar="N,N",
+        help="the numbers of jobs measured, smallest first (default 10000,1000000; quick 10000)",
+    )
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
     if args.only in APART:
@@ -89,6 +95,8 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None, t
         config = dataclasses.replace(config, rounds=max(1, args.rounds))
     if args.only is not None:
         config = dataclasses.replace(config, only=args.only)
+    if args.sizes:
+        config = dataclasses.replace(config, sizes=tuple(sorted(args.sizes)))
     return dataclasses.replace(config, server=args.server, text=args.text), args.json, args.logs, None
 
 
