@@ -55,9 +55,11 @@ class Read:
     paced: bool = False  # also measured offered at half the rate it reached, on another fresh process
 
     @classmethod
-    def never_seen(cls, name: str, target: str, path: Path, lines: list[tuple[str, str, str, str, str]]) -> Read:
+    def never_seen(
+        cls, name: str, target: str, path: Path, lines: list[tuple[str, str, str, str, str]], *, paced: bool
+    ) -> Read:
         requests = RequestFile.write(path, lines)
-        return cls(name, target, requests, once=Reserve(requests), paced=True)
+        return cls(name, target, requests, once=Reserve(requests), paced=paced)
 
 
 def read_lines(target: str, credentials: Sequence[str]) -> list[tuple[str, str, str, str, str]]:
