@@ -70,6 +70,10 @@ TURKISH_TITLES = (
 EMPLOYMENT_TYPES = ("full_time", "part_time", "contract", "internship", "temporary", r"\N")
 
 
+# The jobs' text `--text` may name: the small vocabulary, or one like a real board's (bench.board).
+SMALL_TEXT = "small"
+BOARD_TEXT = "board"
+
 # The scenarios `--only` may name.
 WRITES = "applications.update_status"
 CHANGES = "jobs.changes"
@@ -107,6 +111,7 @@ class Config:
     payments: int
     only: str | None = None  # one scenario alone (`--only`): the feed at every size, or webhook delivery
     server: str = "uvicorn"  # bin/serve --server: the HTTP server under the service (the ceiling stays uvicorn)
+    text: str = "small"  # the jobs' text: the small seed's (`SMALL_TEXT`) or a real board's (`BOARD_TEXT`, bench.board)
 
     @property
     def only_webhooks(self) -> bool:

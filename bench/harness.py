@@ -29,7 +29,7 @@ from pathlib import Path
 import msgspec
 import psycopg
 
-from bench.config import CHANGES, FULL, QUICK, SEARCH, WEBHOOKS, BenchError, Config, Progress
+from bench.config import BOARD_TEXT, CHANGES, FULL, QUICK, SEARCH, SMALL_TEXT, WEBHOOKS, BenchError, Config, Progress
 from bench.processes import free_port, interrupt, private_database, server_dsn, service_env, shielded
 from bench.receiver import Receiver
 from bench.report import explanations, machine, table
@@ -70,6 +70,18 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None, t
     parser.add_argument(
         "--server", choices=SERVERS, default="uvicorn", help="bin/serve --server (the ceiling: uvicorn)"
     )
+    parser.add_argument(
+        "--text",
+        choices=[SMALL_TEXT, BOARD_TEXT],
+        default=SMALL_TEXT,
+        help="the jobs' text: a small vocabulary, or one like a real board's (docs/benchmarks.md)",
+    )
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: tuple(int(size) for size in text.split(",")),
+        metavar="N,N",
+        help="the numbers of jobs measured, smallest first (default 10000,1000000; quick 10000)",
+    )
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
     if args.only in APART:
@@ -83,7 +95,9 @@ def options(argv: list[str] | None) -> tuple[Config, Path | None, Path | None, t
         config = dataclasses.replace(config, rounds=max(1, args.rounds))
     if args.only is not None:
         config = dataclasses.replace(config, only=args.only)
-    return dataclasses.replace(config, server=args.server), args.json, args.logs, None
+    if args.sizes:
+        config = dataclasses.replace(config, sizes=tuple(sorted(args.sizes)))
+    return dataclasses.replace(config, server=args.server, text=args.text), args.json, args.logs, None
 
 
 def keep_logs(work: Path, logs: Path) -> None:

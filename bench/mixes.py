@@ -12,6 +12,7 @@ import itertools
 import random
 import urllib.parse
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 Line = tuple[str, str, str, str, str]
 
@@ -38,18 +39,53 @@ LIST_FILTERS = (
     *(f"employment_type={kind}" for kind in ("full_time", "contract", "part_time", "internship", "temporary")),
 )
 
+COMPANY_PARTS = (
+    "glo",
+    "init",
+    "hool",
+    "acme",
+    "stark",
+    "wayne",
+    "tyrell",
+    "umbr",
+    "galata",
+    "marmara",
+    "anat",
+    "bosph",
+)
+TYPES = ("full_time", "part_time", "contract", "internship", "temporary")
 
-def list_targets() -> list[str]:
+
+@dataclass(frozen=True, slots=True)
+class Material:
+    """What people type into a board's boxes, the popular first: the small seed's (`SMALL`), or a realistic
+    board's (`bench.board`)."""
+
+    words: Sequence[str]  # at least 40, the likeliest first
+    prefixes: Sequence[str]
+    phrases: Sequence[str]
+    exclusions: Sequence[str]
+    list_filters: Sequence[str]  # one-filter `jobs.list` queries (`name=value`), the likeliest first
+    company_parts: Sequence[str]  # pieces of company names, as a `company` filter types them
+    rare_words: Sequence[str] = ()  # the long tail a never-seen query draws half its words from
+
+
+SMALL = Material(WORDS, PREFIXES, PHRASES, EXCLUSIONS, LIST_FILTERS, COMPANY_PARTS)
+
+
+def list_targets(material: Material = SMALL) -> list[str]:
     """~50 one-filter `jobs.list` targets, the likeliest first."""
-    return [f"/v1/jobs.list?{_quoted(query)}" for query in LIST_FILTERS]
+    return [f"/v1/jobs.list?{_quoted(query)}" for query in material.list_filters]
 
 
-def search_targets(rng: random.Random) -> list[str]:
+def search_targets(rng: random.Random, material: Material = SMALL) -> list[str]:
     """~250 distinct `jobs.search` targets, the likeliest first: words and prefixes lead, then pairs, phrases
     and exclusions; a quarter also ask for a location, one in eight for facets."""
-    pairs = [f"{a} {b}" for a, b in itertools.combinations(WORDS[:16], 2)]
+    words = material.words
+    pairs = [f"{a} {b}" for a, b in itertools.combinations(words[:16], 2)]
     rng.shuffle(pairs)
-    texts = list(dict.fromkeys([*WORDS[:20], *PREFIXES, *WORDS[20:], *PHRASES, *EXCLUSIONS, *pairs]))[:250]
+    asked = [*words[:20], *material.prefixes, *words[20:], *material.phrases, *material.exclusions, *pairs]
+    texts = list(dict.fromkeys(asked))[:250]
     targets = []
     for rank, text in enumerate(texts):
         params = {"q": text}
@@ -73,30 +109,13 @@ def _quoted(query: str) -> str:
     return urllib.parse.urlencode({name: value})
 
 
-COMPANY_PARTS = (
-    "glo",
-    "init",
-    "hool",
-    "acme",
-    "stark",
-    "wayne",
-    "tyrell",
-    "umbr",
-    "galata",
-    "marmara",
-    "anat",
-    "bosph",
-)
-TYPES = ("full_time", "part_time", "contract", "internship", "temporary")
-
-
-def never_seen_searches(rng: random.Random, count: int) -> list[str]:
+def never_seen_searches(rng: random.Random, count: int, material: Material = SMALL) -> list[str]:
     """`count` distinct `jobs.search` targets made at random, as a search box's long tail: one to three words
     (the last often still being typed), now and then a phrase or an exclusion, a third with a location, some with
     a company, a type or facets. No target repeats, so nothing can have been remembered."""
     made: dict[str, None] = {}
     while len(made) < count:
-        words = rng.sample(WORDS, rng.randint(1, 3))
+        words = [_tail(rng, material, word) for word in rng.sample(material.words, rng.randint(1, 3))]
         if rng.random() < 0.5:
             words[-1] = words[-1][: rng.randint(2, max(2, len(words[-1])))]
         text = " ".join(words)
@@ -106,7 +125,7 @@ def never_seen_searches(rng: random.Random, count: int) -> list[str]:
         elif shape < 0.2 and len(words) > 1:
             text = f"{' '.join(words[:-1])} -{words[-1]}"
         params = {"q": text}
-        _filters(rng, params)
+        _filters(rng, params, material)
         if rng.random() < 0.125:
             params["facets"] = "true"
         if rng.random() < 0.1:
@@ -115,7 +134,7 @@ def never_seen_searches(rng: random.Random, count: int) -> list[str]:
     return list(made)
 
 
-def never_seen_lists(rng: random.Random, count: int) -> list[str]:
+def never_seen_lists(rng: random.Random, count: int, material: Material = SMALL) -> list[str]:
     """`count` distinct `jobs.list` targets with filters made at random: a `q` (a word or a piece of one), a
     location, a company and a type, one to three of them, on one of the first pages."""
     made: dict[str, None] = {}
@@ -123,20 +142,27 @@ def never_seen_lists(rng: random.Random, count: int) -> list[str]:
         params: dict[str, str] = {}
         while not params:
             if rng.random() < 0.6:
-                word = rng.choice(WORDS)
+                word = _tail(rng, material, rng.choice(material.words))
                 params["q"] = word[: rng.randint(3, max(3, len(word)))]
-            _filters(rng, params)
+            _filters(rng, params, material)
         params["page"] = str(rng.choice((1, 1, 1, 2, 3)))
         made.setdefault(f"/v1/jobs.list?{urllib.parse.urlencode(params)}")
     return list(made)
 
 
-def _filters(rng: random.Random, params: dict[str, str]) -> None:
+def _tail(rng: random.Random, material: Material, word: str) -> str:
+    """`word`, or half the time one of the long tail, when there is one."""
+    if material.rare_words and rng.random() < 0.5:
+        return rng.choice(material.rare_words)
+    return word
+
+
+def _filters(rng: random.Random, params: dict[str, str], material: Material) -> None:
     if rng.random() < 0.33:
         city = rng.choice(CITIES)
         params["location"] = city[: rng.randint(3, len(city))]
     if rng.random() < 0.15:
-        params["company"] = rng.choice(COMPANY_PARTS)
+        params["company"] = rng.choice(material.company_parts)
     if rng.random() < 0.2:
         params["employment_type"] = rng.choice(TYPES)
 

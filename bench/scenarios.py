@@ -7,12 +7,15 @@ import contextlib
 import os
 import random
 from collections.abc import Sequence
+from pathlib import Path
 
 import psutil
 
-from bench import mixes, one_endpoint, search_index, sync
+from bench import engine, mixes, one_endpoint, search_index, sync
+from bench.board import board, material
 from bench.churn import Churn
 from bench.config import (
+    BOARD_TEXT,
     CHANGES,
     CHURN,
     DUPLICATE_SHARE,
@@ -30,11 +33,13 @@ from bench.hooks import Hooks
 from bench.meter import Meter, Usage
 from bench.processes import Child
 from bench.receiver import Receiver
-from bench.results import Row, Run, summarize
-from bench.seeding import Seeded, grow_jobs
+from bench.results import Row, Run, median, rounded, summarize
+from bench.seeding import Seeded, grow_jobs, job_text
 from bench.targets import Read, Reserve, Tally, Targets, payment_lines, read_lines, write_lines
 from bench.wrk import RequestFile, Wrk, WrkSummary
 
+UNSEEN_SEARCHES = "jobs.search (never seen)"
+UNSEEN_LISTS = "jobs.list filters (never seen)"
 _VERDICTS = "SELECT verdict, count(*) FROM payment_notifications GROUP BY verdict ORDER BY verdict"
 
 
@@ -72,18 +77,25 @@ class Bench:
             )
         ]
         rng = random.Random(13)  # noqa: S311 - a reproducible mix, not secrets
-        filters, queries = tuple(mixes.list_targets()), tuple(mixes.search_targets(rng))
-        lists = mixes.zipf_lines(filters, employers.keys, MIX_LINES, rng)
+        material = self.asked()
+        filters, queries = tuple(mixes.list_targets(material)), tuple(mixes.search_targets(rng, material))
+        list_mix = RequestFile.write(work / "list-mix", mixes.zipf_lines(filters, employers.keys, MIX_LINES, rng))
         searches = RequestFile.write(work / "search-mix", mixes.zipf_lines(queries, employers.keys, MIX_LINES, rng))
         count = NEVER_SEEN_LINES[self.config.quick]
-        unseen_searches = mixes.once_each(mixes.never_seen_searches(rng, count), employers.keys)
-        unseen_lists = mixes.once_each(mixes.never_seen_lists(rng, count), employers.keys)
+        # Each never-seen mix's first targets are also answered by the engine alone, in-process (bench.engine).
+        self.unseen = {
+            UNSEEN_SEARCHES: mixes.never_seen_searches(rng, count, material),
+            UNSEEN_LISTS: mixes.never_seen_lists(rng, count, material),
+        }
+        unseen_searches = mixes.once_each(self.unseen[UNSEEN_SEARCHES], employers.keys)
+        unseen_lists = mixes.once_each(self.unseen[UNSEEN_LISTS], employers.keys)
+        paced = not self.config.quick  # --quick paces the never-seen searches alone, to stay within a minute
         self.reads += [
-            Read("jobs.list one filter (Zipf mix)", "/v1/jobs.list", RequestFile.write(work / "list-mix", lists)),
-            Read("jobs.search (Zipf mix)", "/v1/jobs.search", searches),
+            Read("jobs.list one filter (Zipf mix)", "/v1/jobs.list", list_mix, paced=paced),
+            Read("jobs.search (Zipf mix)", "/v1/jobs.search", searches, paced=paced),
             Read(f"jobs.search (Zipf mix, {CHURN}/s published+closed)", "/v1/jobs.search", searches, CHURN),
-            Read.never_seen("jobs.search (never seen)", "/v1/jobs.search", work / "search-unseen", unseen_searches),
-            Read.never_seen("jobs.list filters (never seen)", "/v1/jobs.list", work / "list-unseen", unseen_lists),
+            Read.never_seen(UNSEEN_SEARCHES, "/v1/jobs.search", work / "search-unseen", unseen_searches, paced=True),
+            Read.never_seen(UNSEEN_LISTS, "/v1/jobs.list", work / "list-unseen", unseen_lists, paced=paced),
         ]
         self.rss: dict[int, float] = {}  # the most memory the service held at each size, in MB
         self.writes = Reserve(RequestFile.write(work / "writes", write_lines(self.seeded.writes)))
@@ -92,6 +104,12 @@ class Bench:
             key, salt = self.targets.env["PAYTR_MERCHANT_KEY"], self.targets.env["PAYTR_MERCHANT_SALT"]
             lines = payment_lines(self.seeded.payments, key, salt, DUPLICATE_SHARE)
             self.payments = Reserve(RequestFile.write(work / "payments", lines))
+
+    def asked(self) -> mixes.Material:
+        """What the mixes type: the words of the jobs' text."""
+        if self.config.text == BOARD_TEXT:
+            return material(board())
+        return mixes.SMALL
 
     # --- running --------------------------------------------------------------------------------------------
 
@@ -126,7 +144,7 @@ class Bench:
             if self.payments is not None:
                 tally.add(PAYMENTS, self.reserved(self.payments, PAYMENTS))
             hooks.round(number)
-        rows = [*self.read_rows(size, self.reads, tally), search_index.row(self, size)]
+        rows = [*self.engine_alone(self.read_rows(size, self.reads, tally)), search_index.row(self, size)]
         if WRITES in tally.service:
             rows.append(self.write_row(size, tally.service[WRITES]))
         if PAYMENTS in tally.service:
@@ -183,7 +201,8 @@ class Bench:
         """Grow the jobs to `size` (unless it is the size seeded) and start the service afresh (fresh plans)."""
         if size != self.config.sizes[0]:
             self.say(f"growing to {size:,} jobs (COPY, indexes rebuilt after)")
-            asyncio.run(grow_jobs(self.database_url, size, self.seeded.employers.accounts))
+            accounts = self.seeded.employers.accounts
+            asyncio.run(grow_jobs(self.database_url, size, accounts, job_text(self.config.text)))
         self.targets.start_service()
 
     def job_reads(self, size: int) -> list[Row]:
@@ -194,12 +213,15 @@ class Bench:
         for number in range(1, self.config.rounds + 1):
             self.say(f"round {number}/{self.config.rounds} at {size:,} jobs")
             self.read_round(size, reads, tally)
-        return [*self.read_rows(size, reads, tally), search_index.row(self, size)]
+        return [*self.engine_alone(self.read_rows(size, reads, tally)), search_index.row(self, size)]
 
-    def measure(self, child: Child, url: str, requests: RequestFile, first: int = 0) -> tuple[Run, WrkSummary]:
-        """One wrk run, with the CPU the measured process, the database and wrk spent over it."""
+    def measure(
+        self, child: Child, url: str, requests: RequestFile, first: int = 0, rate: float | None = None
+    ) -> tuple[Run, WrkSummary]:
+        """One wrk run (at a constant `rate` when given), with the CPU the measured process, the database and wrk
+        spent over it."""
         before = self.meter.sample(child.pid)
-        summary = self.wrk.run(url, requests, self.config.seconds, first)
+        summary = self.wrk.run(url, requests, self.config.seconds, first, rate)
         after = self.meter.sample(child.pid)
         if not child.alive():
             raise BenchError(f"{child.name} died during the run:\n{child.tail()}")
@@ -228,6 +250,8 @@ class Bench:
                 )
             if read.once:
                 read.once.used(summary, self.config.connections)
+            if read.paced:
+                tally.add_paced(read.name, service.rate / 2, self.paced(read, service.rate / 2))
             held = psutil.Process(self.targets.service.pid).memory_info().rss / 1e6
             self.rss[size] = max(self.rss.get(size, 0.0), held)
             if read.churn_per_second:
@@ -241,6 +265,17 @@ class Bench:
                 f"  {read.name}: {service.rate:,.0f} req/s (p99 {service.p99_ms:.1f} ms, {service.errors} errors) "
                 f"beside a ceiling of {ceiling.rate:,.0f} req/s"
             )
+
+    def paced(self, read: Read, rate: float) -> Run:
+        """`read` offered at a constant `rate` to a process started just before (a p99 at saturation measures the
+        queue, not the service)."""
+        self.targets.start_service()
+        first = read.once.first if read.once else 0
+        run, summary = self.measure(self.targets.service, self.targets.url + read.target, read.requests, first, rate)
+        if read.once:
+            read.once.used(summary, self.config.connections)
+        self.say(f"  {read.name} at {rate:,.0f} req/s offered: p99 {run.p99_ms:.1f} ms, {run.errors} errors")
+        return run
 
     def reserved(self, reserve: Reserve, name: str) -> Run | None:
         """One run of requests sent once each; None (with a note) when too few are left."""
@@ -263,7 +298,31 @@ class Bench:
             row = summarize(
                 read.name, size, "requests/s", tally.service[read.name], tally.ceiling[read.name], self.cores
             )
+            paced = tally.paced.get(read.name, [])
+            if paced:
+                runs = [run for _, run in paced]
+                row.details["at_half_rate"] = {
+                    "offered_req_s": rounded(median([offered for offered, _ in paced]), 1),
+                    "req_s": rounded(median([run.rate for run in runs]), 1),
+                    "p50_ms": rounded(median([run.p50_ms for run in runs]), 2),
+                    "p99_ms": rounded(median([run.p99_ms for run in runs]), 2),
+                    "errors": sum(run.errors for run in runs),
+                }
             rows.append(row)
+        return rows
+
+    def engine_alone(self, rows: list[Row]) -> list[Row]:
+        """The never-seen rows with what the engine alone spends on their first queries (`bench.engine`), over
+        the index the last server process served, and the server's CPU per call as a multiple of it."""
+        view, timed = engine.served_view(self.database_url, Path(self.targets.env["DATA_DIR"]) / "search")
+        for row in rows:
+            if row.name not in self.unseen:
+                continue
+            figures = engine.measure(view, timed, self.unseen[row.name][: engine.QUERIES[self.config.quick]])
+            if row.server_cpu_ms_per_req and figures["engine_cpu_ms"]:
+                figures["server_cpu_to_engine"] = round(row.server_cpu_ms_per_req / figures["engine_cpu_ms"], 2)
+            row.details["engine_alone"] = figures
+            self.say(f"  {row.name}, the engine alone: {figures}")
         return rows
 
     def write_row(self, size: int, runs: list[Run]) -> Row:

@@ -8,12 +8,14 @@ import random
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from psycopg import sql
 
+from bench.board import board
 from bench.config import (
+    BOARD_TEXT,
     COMPANIES,
     EMPLOYMENT_TYPES,
     FIELDS,
@@ -151,24 +153,48 @@ WHERE i.indrelid = 'jobs'::regclass AND NOT EXISTS (SELECT FROM pg_constraint WH
 """
 
 
+JobText = Callable[[random.Random], tuple[str, str, str, str]]  # a job's title, company, location, description
+
+
+def small_text(rng: random.Random) -> tuple[str, str, str, str]:
+    """The small seed's text: a few dozen titles, 28 companies, 33 locations, a one-sentence description."""
+    title = f"{rng.choice(LEVELS)} {rng.choice(FIELDS)} {rng.choice(ROLES)}".strip()
+    if rng.random() < 0.1:
+        title = rng.choice(TURKISH_TITLES)
+    company, location = rng.choice(COMPANIES), rng.choice(LOCATIONS)
+    return (
+        title,
+        company,
+        location,
+        f"{title} at {company} in {location}: build and run what our customers rely on every day.",
+    )
+
+
+def job_text(name: str) -> JobText:
+    """The text generator `--text` names."""
+    if name == BOARD_TEXT:
+        return board().job
+    return small_text
+
+
 def job_lines(
-    rng: random.Random, count: int, accounts: Sequence[str], published: list[tuple[str, str]] | None
+    rng: random.Random,
+    count: int,
+    accounts: Sequence[str],
+    published: list[tuple[str, str]] | None,
+    text: JobText = small_text,
 ) -> Iterator[str]:
     """COPY lines of `count` jobs over two years: 90 % published, 6 % closed, 4 % drafts; `published`
     collects (id, account) of the published ones when given."""
     now = time.time()
     for _ in range(count):
         job_id, account = str(uuid.uuid4()), rng.choice(accounts)
-        title = f"{rng.choice(LEVELS)} {rng.choice(FIELDS)} {rng.choice(ROLES)}".strip()
-        if rng.random() < 0.1:
-            title = rng.choice(TURKISH_TITLES)
-        company, location = rng.choice(COMPANIES), rng.choice(LOCATIONS)
+        title, company, location, description = (_copied(value) for value in text(rng))
         created = now - rng.uniform(60, 730 * 86_400)
         roll = rng.random()
         status = "published" if roll < 0.90 else "closed" if roll < 0.96 else "draft"
         published_at = stamp(created + 3_600) if status != "draft" else r"\N"
         closed_at = stamp(created + 86_400) if status == "closed" else r"\N"
-        description = f"{title} at {company} in {location}: build and run what our customers rely on every day."
         yield (
             f"{job_id}\t{account}\t{title}\t{company}\t{location}\t{description}\t{rng.choice(EMPLOYMENT_TYPES)}\t"
             f"{status}\t{stamp(created)}\t{stamp(created)}\t{published_at}\t{closed_at}\n"
@@ -177,15 +203,30 @@ def job_lines(
             published.append((job_id, account))
 
 
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": " ", "\n": " ", "\r": " "})
+
+
+def _copied(value: str) -> str:
+    """`value` as COPY's text format reads it back."""
+    return value.translate(_COPY_ESCAPES)
+
+
 async def load_jobs(
-    conn: Connection, rng: random.Random, count: int, accounts: Sequence[str], *, collect: bool, rebuild: bool
+    conn: Connection,
+    rng: random.Random,
+    count: int,
+    accounts: Sequence[str],
+    *,
+    collect: bool,
+    rebuild: bool,
+    text: JobText = small_text,
 ) -> list[tuple[str, str]]:
     """COPY `count` jobs (with `rebuild`, the secondary indexes dropped first and built again after), set the
     published total to the true count, analyse; (id, account) of the new published jobs when `collect`."""
     published: list[tuple[str, str]] | None = [] if collect else None
     async with replica(conn):
         indexes = await drop_secondary_indexes(conn) if rebuild else []
-        await copy_lines(conn, _COPY_JOBS, chunked(job_lines(rng, count, accounts, published)))
+        await copy_lines(conn, _COPY_JOBS, chunked(job_lines(rng, count, accounts, published, text)))
         await conn.execute(_SEARCH_DOCUMENTS)
         await conn.execute("SET maintenance_work_mem = '512MB'")
         for definition in indexes:
@@ -276,7 +317,8 @@ async def seed(url: str, settings: Settings, config: Config, hook_url: str, say:
         if config.only_webhooks:
             return Seeded(employers=employers, writes=[], payments=[])
         say(f"seeding {config.sizes[0]:,} jobs, {config.applications:,} applications")
-        jobs = await load_jobs(conn, rng, config.sizes[0], employers.accounts, collect=True, rebuild=False)
+        text = job_text(config.text)
+        jobs = await load_jobs(conn, rng, config.sizes[0], employers.accounts, collect=True, rebuild=False, text=text)
         candidates = await seed_candidates(conn, config.candidates)
         writes = await seed_applications(conn, config.applications, jobs, candidates, employers.key_of())
         oids = await seed_payments(conn, config.payments)
@@ -284,12 +326,12 @@ async def seed(url: str, settings: Settings, config: Config, hook_url: str, say:
     return Seeded(employers=employers, writes=writes, payments=oids)
 
 
-async def grow_jobs(url: str, total: int, accounts: Sequence[str]) -> None:
+async def grow_jobs(url: str, total: int, accounts: Sequence[str], text: JobText = small_text) -> None:
     """Add jobs up to `total` (indexes dropped for the load and built again)."""
     rng = random.Random(11)  # noqa: S311 - reproducible data, not secrets
     async with await ops.connect(url) as conn:
         cursor = await conn.execute("SELECT count(*) AS n FROM jobs")
         row = await cursor.fetchone()
         present = int(row["n"]) if row else 0
-        await load_jobs(conn, rng, total - present, accounts, collect=False, rebuild=True)
+        await load_jobs(conn, rng, total - present, accounts, collect=False, rebuild=True, text=text)
         await conn.execute("VACUUM ANALYZE jobs")

@@ -52,11 +52,14 @@ class Read:
     requests: RequestFile
     churn_per_second: float = 0.0  # jobs published and closed while the service is measured (bench.churn)
     once: Reserve | None = None  # lines sent once each (a never-seen mix): no target is ever asked twice
+    paced: bool = False  # also measured offered at half the rate it reached, on another fresh process
 
     @classmethod
-    def never_seen(cls, name: str, target: str, path: Path, lines: list[tuple[str, str, str, str, str]]) -> Read:
+    def never_seen(
+        cls, name: str, target: str, path: Path, lines: list[tuple[str, str, str, str, str]], *, paced: bool
+    ) -> Read:
         requests = RequestFile.write(path, lines)
-        return cls(name, target, requests, once=Reserve(requests))
+        return cls(name, target, requests, once=Reserve(requests), paced=paced)
 
 
 def read_lines(target: str, credentials: Sequence[str]) -> list[tuple[str, str, str, str, str]]:
@@ -187,9 +190,13 @@ class Tally:
 
     service: dict[str, list[Run]] = field(default_factory=dict)
     ceiling: dict[str, list[Run]] = field(default_factory=dict)
+    paced: dict[str, list[tuple[float, Run]]] = field(default_factory=dict)  # (the rate offered, the run)
 
     def add(self, name: str, run: Run | None, ceiling: Run | None = None) -> None:
         if run is not None:
             self.service.setdefault(name, []).append(run)
         if ceiling is not None:
             self.ceiling.setdefault(name, []).append(ceiling)
+
+    def add_paced(self, name: str, offered: float, run: Run) -> None:
+        self.paced.setdefault(name, []).append((offered, run))

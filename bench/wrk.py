@@ -20,13 +20,37 @@ from bench.config import WRK_TIMEOUT, BenchError, Progress
 LUA = r"""
 -- bin/bench: rotates through pre-formatted requests read from a file, one a line (method, target,
 -- Authorization, Content-Type, body; tab-separated), from line `first` for at most `limit` lines;
--- prints the summary as one JSON line.
+-- prints the summary as one JSON line. With a `rate` (requests a second), paced: request n is sent at
+-- start + n / rate, on whichever connection is free (a constant offered rate, not as fast as answers come).
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
+int clock_gettime(int clock_id, bench_timespec *tp);
+]]
+local clock = ffi.new("bench_timespec")
 local prepared = {}
 local count = 0
 local index = 0
 
+local function now_ms()
+  ffi.C.clock_gettime(1, clock)  -- CLOCK_MONOTONIC
+  return tonumber(clock.tv_sec) * 1000 + tonumber(clock.tv_nsec) / 1e6
+end
+
+local function paced(rate)
+  local interval, start, scheduled = 1000 / rate, nil, 0
+  return function()
+    local now = now_ms()
+    start = start or now
+    local at = start + scheduled * interval
+    scheduled = scheduled + 1
+    return math.max(0, math.floor(at - now + 0.5))
+  end
+end
+
 function init(args)
-  local path, first, limit = args[1], tonumber(args[2]), tonumber(args[3])
+  local path, first, limit, rate = args[1], tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
+  if rate and rate > 0 then delay = paced(rate) end
   local number = 0
   for line in io.lines(path) do
     if count >= limit then break end
@@ -129,10 +153,14 @@ class Wrk:
         self._script.write_text(LUA)
         self.connections = connections
 
-    def run(self, url: str, requests: RequestFile, seconds: int, first: int = 0) -> WrkSummary:
+    def run(
+        self, url: str, requests: RequestFile, seconds: int, first: int = 0, rate: float | None = None
+    ) -> WrkSummary:
+        """As fast as answers come back on the connections; or, with `rate`, offered at that constant rate."""
         argv = [
             self._binary, "-t1", f"-c{self.connections}", f"-d{seconds}s", "--latency", "--timeout", WRK_TIMEOUT,
             "-s", str(self._script), url, "--", str(requests.path), str(first), str(requests.count - first),
+            f"{rate or 0:.3f}",
         ]  # fmt: skip
         done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120, check=False)  # noqa: S603
         for line in done.stdout.splitlines():

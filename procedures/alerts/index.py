@@ -137,13 +137,11 @@ class AlertIndex:
 
     def __init__(self, earlier: AlertIndex | None = None) -> None:
         """An empty index; the queries `earlier` made are taken up by the same searches here (a reload keeps
-        them: making one compiles automata)."""
+        them rather than making them all anew)."""
         self._groups: dict[Key, Group] = {}
         self._shelves: dict[Filters, Shelf] = {}
         self._alerts: set[str] = set()
         self._earlier = earlier
-        # The prefix queries of every group's query, shared (`procedures.jobs.search.syntax.Prefixes`).
-        self.prefixes: dict[str, tantivy.Query] = earlier.prefixes if earlier is not None else {}
 
     def __len__(self) -> int:
         return len(self._alerts)

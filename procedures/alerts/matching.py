@@ -49,7 +49,7 @@ def matches(alerts: AlertIndex, rows: Sequence[Mapping[str, Any]]) -> list[tuple
         if group.query is None:
             if shelf.filters is None:
                 shelf.filters = filtering(group.search, _SCHEMA)
-            group.query = matching(group.search, _SCHEMA, shelf.filters, alerts.prefixes)
+            group.query = matching(group.search, _SCHEMA, shelf.filters)
         for _, address in searcher.search(group.query, limit=len(rows)).hits:
             key = (address.segment_ord, address.doc)
             if key not in job_ids:

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import tantivy
 
-# Asked of each part for its facet values: more than any facet shows, so that merged counts stay exact; a part
-# with more values than this is asked again for all of them.
-_BUCKETS = 1000
-_EVERY_BUCKET = 1_000_000
+# Asked of each part for all its facet values, so that merged counts stay exact. Asking for the first thousand
+# and again for all when a part had more cost both passes on a real board's broad searches (18,000 companies):
+# at 100,000 jobs, 2.3 ms and then 6.5 ms for `lead`, against 6.4 ms at once; a narrow search costs the same.
+_EVERY_BUCKET = 2**32 - 1
 
 
 @dataclass(slots=True)
@@ -107,20 +107,9 @@ def _count(searcher: tantivy.Searcher, query: tantivy.Query) -> int:
 
 
 def _terms(searcher: tantivy.Searcher, query: tantivy.Query, fields: Sequence[str]) -> dict[str, dict[str, int]]:
-    answers = searcher.aggregate(query, {field: _buckets(field, _BUCKETS) for field in fields})
-    cut = [field for field in fields if _cut(answers[field])]
-    if cut:  # a field with more values than were asked for: asked again for all of them
-        answers |= searcher.aggregate(query, {field: _buckets(field, _EVERY_BUCKET) for field in cut})
+    every = {"size": _EVERY_BUCKET, "segment_size": _EVERY_BUCKET}
+    answers = searcher.aggregate(query, {field: {"terms": {"field": field, **every}} for field in fields})
     return {field: {str(b["key"]): int(b["doc_count"]) for b in answers[field]["buckets"]} for field in fields}
-
-
-def _buckets(field: str, size: int) -> dict[str, object]:
-    return {"terms": {"field": field, "size": size, "segment_size": size}}
-
-
-def _cut(answer: dict[str, object]) -> bool:
-    """Whether a terms aggregation left values out (its counts would then not be exact)."""
-    return bool(answer.get("sum_other_doc_count") or answer.get("doc_count_error_upper_bound"))
 
 
 def _ranked(view: View, searcher: tantivy.Searcher, query: tantivy.Query, rank: str, limit: int) -> Found:

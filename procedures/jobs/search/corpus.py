@@ -12,7 +12,17 @@ from typing import Any
 import msgspec
 import tantivy
 
-from procedures.jobs.search.text import ANALYZER, STOP_WORDS, analyzer, fold
+from procedures.jobs.search.text import (
+    ANALYZER,
+    GRAMS,
+    PAIRS,
+    STOP_WORDS,
+    analyzer,
+    fold,
+    grams_analyzer,
+    pairs_analyzer,
+    trigrams,
+)
 from rpc.search.corpus import Corpus
 
 COLUMNS = (
@@ -46,7 +56,10 @@ SELECT {COLUMNS}, jobs.status = 'published' AS _present FROM jobs ORDER BY rando
 # settled by the whole id, read from the index (`rpc.search.view`).
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 # Named in the fingerprint: bump it whenever the fields of `schema` or what `document` puts in them change.
-_SHAPE = "fields-2"
+_SHAPE = "fields-3"
+# The columns filtered by substring (`procedures.jobs.search.filters.contains`): each folded, as `<column>_grams`
+# and `<column>_pairs`.
+SUBSTRING_COLUMNS = ("title", "company", "location")
 
 
 class Shown(msgspec.Struct, frozen=True, kw_only=True):
@@ -79,8 +92,9 @@ def schema() -> tantivy.Schema:
     builder.add_text_field("title", tokenizer_name=ANALYZER)  # the title alone: title matches rank first
     for facet in ("employment_type", "location", "company"):  # as written: facets and their values
         builder.add_text_field(facet, fast=True, tokenizer_name="raw", index_option="basic")
-    for folded in ("location_folded", "company_folded", "title_folded"):  # substring filters
-        builder.add_text_field(folded, tokenizer_name="raw", index_option="basic")
+    for column in SUBSTRING_COLUMNS:  # substring filters: trigrams at their positions, and short pieces
+        builder.add_text_field(f"{column}_grams", tokenizer_name=GRAMS, index_option="position")
+        builder.add_text_field(f"{column}_pairs", tokenizer_name=PAIRS, index_option="basic")
     builder.add_integer_field("published", indexed=True, fast=True)  # microseconds: posted_after
     builder.add_unsigned_field("published_rank", indexed=True, fast=True)  # sort=newest, relevance's tie-break
     builder.add_unsigned_field("created_rank", indexed=True, fast=True)  # jobs.list
@@ -105,9 +119,7 @@ def document(row: Mapping[str, Any]) -> tantivy.Document:
         "title": fold(title),
         "location": location,
         "company": company,
-        "location_folded": fold(location),
-        "company_folded": fold(company),
-        "title_folded": fold(title),
+        **_substrings({"title": title, "company": company, "location": location}),
         "published": micros(published),
         "shown": _encode(
             Shown(
@@ -128,6 +140,16 @@ def document(row: Mapping[str, Any]) -> tantivy.Document:
     return made
 
 
+def _substrings(values: Mapping[str, str]) -> dict[str, str]:
+    """The fields a substring filter asks of each column's value (`procedures.jobs.search.text.GRAMS`)."""
+    fields = {}
+    for column, value in values.items():
+        folded = fold(value)
+        fields[f"{column}_grams"] = "".join(trigrams(folded))
+        fields[f"{column}_pairs"] = folded
+    return fields
+
+
 def _fingerprint() -> str:
     """Changes with anything that decides what the index holds: an index made otherwise is built anew."""
     shape = f"{COLUMNS}|{_SHAPE}|{' '.join(STOP_WORDS)}|english|{tantivy.__name__}|v1"
@@ -139,7 +161,7 @@ JOBS = Corpus(
     name=INDEX,
     fingerprint=_fingerprint(),
     schema=schema,
-    analyzers=lambda: {ANALYZER: analyzer()},
+    analyzers=lambda: {ANALYZER: analyzer(), GRAMS: grams_analyzer(), PAIRS: pairs_analyzer()},
     id_field="id",
     stored_fields=("id", "shown"),
     position_sql=_POSITION,

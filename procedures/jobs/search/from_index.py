@@ -13,7 +13,7 @@ from procedures.jobs.search.corpus import micros, rank
 from procedures.jobs.search.facets import NAMES, FacetCounts, Facets
 from procedures.jobs.search.filters import contains, either, every
 from procedures.jobs.search.request import Search, SearchPage
-from procedures.jobs.search.syntax import Prefixes, to_query
+from procedures.jobs.search.syntax import to_query
 from rpc.search.view import Hit, View
 
 _FIRST_FETCH = 8  # rows beyond those asked, for the few that share the cursor's rank
@@ -55,17 +55,11 @@ def answer(view: View, search: Search) -> SearchPage:
     )
 
 
-def matching(
-    search: Search,
-    schema: tantivy.Schema,
-    filters: list[tantivy.Query] | None = None,
-    prefixes: Prefixes | None = None,
-) -> tantivy.Query:
+def matching(search: Search, schema: tantivy.Schema, filters: list[tantivy.Query] | None = None) -> tantivy.Query:
     """Every job `search` finds, whatever its order and page: its words over all the text, and its filters. The
     one definition of a match, also asked of each published job by the job alerts (`procedures.alerts`), which
-    hand in the `filtering` of searches whose filters they share, and the prefix queries made for other searches
-    (a substring filter and a prefix each compile an automaton: a millisecond and ~120 KB)."""
-    words = _words(search, schema, "text", prefixes)
+    hand in the `filtering` of searches whose filters they share."""
+    words = _words(search, schema, "text")
     return every([*(filtering(search, schema) if filters is None else filters), words])
 
 
@@ -101,10 +95,10 @@ def _after(view: View, search: Search, tier: int, query: tantivy.Query, wanted: 
         fetch *= 4
 
 
-def _words(search: Search, schema: tantivy.Schema, field: str, prefixes: Prefixes | None = None) -> tantivy.Query:
+def _words(search: Search, schema: tantivy.Schema, field: str) -> tantivy.Query:
     if search.typed is None:
         return tantivy.Query.all_query()
-    return to_query(search.typed, schema, field, prefixes)
+    return to_query(search.typed, schema, field)
 
 
 def filtering(search: Search, schema: tantivy.Schema) -> list[tantivy.Query]:
@@ -112,7 +106,7 @@ def filtering(search: Search, schema: tantivy.Schema) -> list[tantivy.Query]:
     filters = []
     for name, text in (("location", search.location), ("company", search.company)):
         if text is not None:
-            filters.append(contains(f"{name}_folded", text))
+            filters.append(contains(name, text))
     if search.employment_type:
         # A job has one type: any of the terms (a term set query builds an automaton on every search, ~50x slower).
         types = [tantivy.Query.term_query(schema, "employment_type", kind) for kind in search.employment_type]

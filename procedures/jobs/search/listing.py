@@ -23,11 +23,11 @@ def newest(
     schema = view.schema
     conditions = []
     if q is not None:
-        conditions.append(either([contains("title_folded", q), contains("company_folded", q)]))
+        conditions.append(either([contains("title", q), contains("company", q)]))
     if location is not None:
-        conditions.append(contains("location_folded", location))
+        conditions.append(contains("location", location))
     if company is not None:
-        conditions.append(contains("company_folded", company))
+        conditions.append(contains("company", company))
     if employment_type is not None:
         conditions.append(tantivy.Query.term_query(schema, "employment_type", employment_type))
     query = every(conditions)

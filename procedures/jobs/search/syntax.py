@@ -88,25 +88,20 @@ def _stems(text: str) -> list[tuple[int, str]]:
     return [(position - first, stem) for position, stem in stems]
 
 
-# Prefix queries made, by pattern, to share among many queries of one schema and field: each compiles an automaton
-# of ~120 KB (the job alerts hold thousands of queries, with a few hundred distinct prefixes).
-Prefixes = dict[str, tantivy.Query]
-
-
-def to_query(typed: Typed, schema: tantivy.Schema, field: str, prefixes: Prefixes | None = None) -> tantivy.Query:
+def to_query(typed: Typed, schema: tantivy.Schema, field: str) -> tantivy.Query:
     """What `typed` asks of one text field."""
     if typed.empty:
         return tantivy.Query.empty_query()
-    runs = [_every(run, schema, field, prefixes) for run in typed.alternatives]
+    runs = [_every(run, schema, field) for run in typed.alternatives]
     if len(runs) == 1:
         return runs[0]
     return tantivy.Query.boolean_query([(tantivy.Occur.Should, run) for run in runs])
 
 
-def _every(run: tuple[Operand, ...], schema: tantivy.Schema, field: str, prefixes: Prefixes | None) -> tantivy.Query:
+def _every(run: tuple[Operand, ...], schema: tantivy.Schema, field: str) -> tantivy.Query:
     """All operands of a run: the words it asks for, without those it excludes."""
     clauses = [
-        (tantivy.Occur.MustNot if operand.negated else tantivy.Occur.Must, _match(operand, schema, field, prefixes))
+        (tantivy.Occur.MustNot if operand.negated else tantivy.Occur.Must, _match(operand, schema, field))
         for operand in run
     ]
     if all(operand.negated for operand in run):
@@ -114,17 +109,12 @@ def _every(run: tuple[Operand, ...], schema: tantivy.Schema, field: str, prefixe
     return tantivy.Query.boolean_query(clauses)
 
 
-def _match(operand: Operand, schema: tantivy.Schema, field: str, prefixes: Prefixes | None) -> tantivy.Query:
+def _match(operand: Operand, schema: tantivy.Schema, field: str) -> tantivy.Query:
     terms: list[str | tuple[int, str]] = list(operand.terms)
     if len(terms) == 1:
         stem = operand.terms[0][1]
         if operand.prefix:
-            if prefixes is None:
-                return starting(field, stem)
-            pattern = literal(stem) + ".*"
-            if pattern not in prefixes:
-                prefixes[pattern] = starting(field, stem)
-            return prefixes[pattern]
+            return starting(field, stem)
         return tantivy.Query.term_query(schema, field, stem)
     if operand.prefix:
         # A phrase whose last word is a prefix: each word a literal expression, the last one open. (tantivy's

@@ -7,6 +7,11 @@ from __future__ import annotations
 import tantivy
 
 ANALYZER = "job_text"
+# Substring filters (`procedures.jobs.search.filters.contains`) read a folded value as its trigrams in order, each
+# at its position (GRAMS: the document holds them run together, and this analyzer cuts every three characters), and
+# as the set of its letters and pairs of letters (PAIRS), for the shorter texts.
+GRAMS = "job_grams"
+PAIRS = "job_pairs"
 
 # Letters with marks and their base letters, as in schema.sql's job_fold (the search that answers from
 # PostgreSQL while an index is being built folds exactly alike); Turkish dotless and dotted i become i before
@@ -53,3 +58,19 @@ def analyzer() -> tantivy.TextAnalyzer:
         .filter(tantivy.Filter.stemmer("english"))
         .build()
     )
+
+
+def trigrams(folded: str) -> list[str]:
+    """Every three characters in a row, in order: `izmir` → `izm`, `zmi`, `mir`."""
+    return [folded[start : start + 3] for start in range(len(folded) - 2)]
+
+
+def grams_analyzer() -> tantivy.TextAnalyzer:
+    """The trigrams of a value, written run together, cut back apart: three characters a token, each at the next
+    position, so that a phrase of trigrams is a substring (no character is special, no separator needed)."""
+    return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(r"(?s).{3}")).build()
+
+
+def pairs_analyzer() -> tantivy.TextAnalyzer:
+    """Every letter and pair of letters of a value (positions unused): a substring of one or two characters."""
+    return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.ngram(1, 2, False)).build()
