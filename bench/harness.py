@@ -52,6 +52,7 @@ APART = {
     "alerts": "bench.alerts",
     "restarts": "bench.restarts",
     "recover": "bench.recover",
+    "interviews": "bench.interviews",
 }
 
 
