@@ -113,9 +113,9 @@ class Loop:
         self.bookings.used(summary, self.config.connections)
         if summary.requests > left:
             self.notes.append(f"{CREATE}: the seeded bookings ran out during a run; later ones repeated earlier ones")
-        invitations = (self.count(_QUEUED) - queued) / max(1, run.ok)
-        asyncio.run(forget(self.database_url, since))
-        return run, invitations
+        invitations = self.count(_QUEUED) - queued
+        booked = asyncio.run(forget(self.database_url, since))
+        return run, invitations / max(1, booked)
 
     def size(self, size: int, weeks: RequestFile, per_week: float) -> list[Row]:
         """The rounds at one size: jobs.list, the week, the bookings, each on a server started for it."""
@@ -155,11 +155,13 @@ class Loop:
         return rows
 
 
-async def forget(url: str, since: float) -> None:
-    """Delete the interviews booked since `since` (seeded ones were booked earlier), and vacuum their rows."""
+async def forget(url: str, since: float) -> int:
+    """Delete the interviews booked since `since` (seeded ones were booked earlier), and vacuum their rows; how
+    many there were (wrk's count leaves out those still in flight when it stopped)."""
     async with await ops.connect(url) as conn:
-        await conn.execute(_FORGET, {"since": since})
+        deleted = (await conn.execute(_FORGET, {"since": since})).rowcount
         await conn.execute("VACUUM ANALYZE interviews, interview_interviewers")
+    return deleted
 
 
 async def prepare(url: str, settings: Settings, hook_url: str, sizes: Sequence[int], bookings: int) -> tuple[
