@@ -27,7 +27,17 @@ from typing import Any
 import msgspec
 import psycopg
 
-from bench.calendars import ACCOUNTS, JOBS, Calendar, book, booking_lines, fresh_applications, seed_teams, week_lines
+from bench.calendars import (
+    ACCOUNTS,
+    JOBS,
+    SLOTS,
+    Calendar,
+    book,
+    booking_lines,
+    fresh_applications,
+    seed_teams,
+    week_lines,
+)
 from bench.config import FULL, QUICK, BenchError, Config, Progress
 from bench.meter import Meter, Usage
 from bench.processes import free_port, private_database, server_dsn, service_env, shielded
@@ -201,9 +211,11 @@ def targets_of(rows: Sequence[Row], sizes: Sequence[int]) -> list[Target]:
     return made
 
 
-def run(quick: bool, say: Progress) -> Figures:
+def run(quick: bool, say: Progress, sizes: Sequence[int] = ()) -> Figures:
     config = dataclasses.replace(QUICK if quick else FULL, accounts=ACCOUNTS)
-    sizes = SIZES[quick]
+    sizes = sizes or SIZES[quick]
+    if list(sizes) != sorted(sizes) or sizes[-1] > ACCOUNTS * SLOTS:
+        raise BenchError(f"give sizes smallest first, at most {ACCOUNTS * SLOTS:,} interviews (the calendar's slots)")
     count = len(sizes) * config.rounds * config.seconds * BOOKINGS_A_SECOND
     with contextlib.ExitStack() as stack:
         try:
@@ -275,9 +287,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.interviews", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1,000 and 10,000 interviews, one round of 2 s")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE")
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: tuple(int(size) for size in text.split(",")),
+        metavar="N,N",
+        help="the numbers of interviews measured, smallest first (develop at 100,000 without the million)",
+    )
     args = parser.parse_args(argv)
     try:
-        figures = run(args.quick, Progress())
+        figures = run(args.quick, Progress(), args.sizes or ())
     except BenchError as exc:
         sys.stderr.write(f"error: {exc}\n")
         raise SystemExit(1) from None
