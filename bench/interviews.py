@@ -287,15 +287,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.interviews", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1,000 and 10,000 interviews, one round of 2 s")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE")
-    parser.add_argument(
-        "--sizes",
-        type=lambda text: tuple(int(size) for size in text.split(",")),
-        metavar="N,N",
-        help="the numbers of interviews measured, smallest first (develop at 100,000 without the million)",
-    )
+    parser.add_argument("--sizes", metavar="N,N", help="interviews at each size, smallest first (default 1000,1000000)")
     args = parser.parse_args(argv)
     try:
-        figures = run(args.quick, Progress(), args.sizes or ())
+        sizes = tuple(int(size) for size in args.sizes.split(",")) if args.sizes else ()
+    except ValueError:
+        parser.error("--sizes takes numbers of interviews separated by commas, e.g. 1000,100000")
+    try:
+        figures = run(args.quick, Progress(), sizes)
     except BenchError as exc:
         sys.stderr.write(f"error: {exc}\n")
         raise SystemExit(1) from None
