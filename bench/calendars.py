@@ -6,7 +6,7 @@ Each account books its interviews into hour-long slots of weekdays (07:00–17:0
 random slots of the calendar; an interviewer belongs to one account, so no interviewer is booked twice at once.
 Each application with interviews is its candidate's only one (1 to 3 interviews, in slots of its account), so
 no candidate is either. At a million interviews an account holds 5,000 of its 8,450 slots and an interviewer
-sits in about 13 interviews a week; at a thousand, an account holds five. Past interviews have most of their
+sits in about 11 interviews a week; at a thousand, an account holds five. Past interviews have most of their
 scorecards; one in twenty is cancelled.
 
 The bookings the scenario makes go into slots that no size seeds, from next week on, each for a new application
@@ -122,9 +122,6 @@ class Calendar:
         week, in_week = divmod(slot, SLOTS_A_WEEK)
         day, hour = divmod(in_week, SLOTS_A_DAY)
         return self.epoch + week * WEEK + day * DAY + (FIRST_HOUR + hour) * 3600
-
-    def seeded(self) -> int:
-        return sum(team.seeded for team in self.teams)
 
 
 async def seed_teams(conn: Connection, settings: Settings, hook_url: str, largest: int) -> Calendar:

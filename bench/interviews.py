@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -40,7 +41,7 @@ from bench.calendars import (
 )
 from bench.config import FULL, QUICK, BenchError, Config, Progress
 from bench.meter import Meter, Usage
-from bench.processes import free_port, private_database, server_dsn, service_env, shielded
+from bench.processes import free_port, interrupt, private_database, server_dsn, service_env, shielded
 from bench.receiver import Receiver
 from bench.report import machine
 from bench.results import Row, Run, median, rounded, summarize
@@ -127,6 +128,10 @@ class Loop:
         booked = asyncio.run(forget(self.database_url, since))
         return run, invitations / max(1, booked)
 
+    def said(self, name: str, run: Run) -> Run:
+        self.say(f"  {name}: {run.rate:,.0f}/s, p99 {run.p99_ms:.1f} ms, {run.errors} errors")
+        return run
+
     def size(self, size: int, weeks: RequestFile, per_week: float) -> list[Row]:
         """The rounds at one size: jobs.list, the week, the bookings, each on a server started for it."""
         runs: dict[str, list[Run]] = {LIST: [], WEEK: [], CREATE: []}
@@ -134,34 +139,30 @@ class Loop:
         invitations: list[float] = []
         for number in range(1, self.config.rounds + 1):
             self.say(f"round {number}/{self.config.rounds} at {size:,} interviews")
-            reference, _ = self.measure(self.jobs_list)
-            week, _ = self.measure(weeks)
+            reference = self.said(LIST, self.measure(self.jobs_list)[0])
+            week = self.said(WEEK, self.measure(weeks)[0])
             runs[LIST].append(reference)
             runs[WEEK].append(week)
             shares[WEEK].append(week.rate / reference.rate)
             booked = self.book()
             if booked is not None:
-                runs[CREATE].append(booked[0])
-                shares[CREATE].append(booked[0].rate / reference.rate)
-                invitations.append(booked[1])
-            for name in (LIST, WEEK, CREATE):
-                if runs[name] and len(runs[name]) == number:
-                    one = runs[name][-1]
-                    self.say(f"  {name}: {one.rate:,.0f}/s, p99 {one.p99_ms:.1f} ms, {one.errors} errors")
+                run, per_booking = booked
+                runs[CREATE].append(self.said(CREATE, run))
+                shares[CREATE].append(run.rate / reference.rate)
+                invitations.append(per_booking)
+        details = {
+            LIST: {},
+            WEEK: {"interviews_in_a_week_asked": round(per_week, 1)},
+            CREATE: {"invitations_queued_per_booking": rounded(median(invitations), 2)},
+        }
         rows = []
-        cores = os.cpu_count() or 1
         for name, unit in ((LIST, "requests/s"), (WEEK, "requests/s"), (CREATE, "bookings/s")):
-            if not runs[name]:
-                continue
-            row = summarize(name, JOBS, unit, runs[name], cores=cores)
-            row.details["interviews"] = size
-            if name in shares:
-                row.details["share_of_jobs_list"] = rounded(median(shares[name]), 4)
-            rows.append(row)
-            if name == WEEK:
-                row.details["interviews_in_a_week_asked"] = round(per_week, 1)
-            if name == CREATE:
-                row.details["invitations_queued_per_booking"] = rounded(median(invitations), 2)
+            if runs[name]:
+                row = summarize(name, JOBS, unit, runs[name], cores=os.cpu_count() or 1)
+                row.details.update(interviews=size, **details[name])
+                if name in shares:
+                    row.details["share_of_jobs_list"] = rounded(median(shares[name]), 4)
+                rows.append(row)
         return rows
 
 
@@ -174,22 +175,25 @@ async def forget(url: str, since: float) -> int:
     return deleted
 
 
-async def prepare(url: str, settings: Settings, hook_url: str, sizes: Sequence[int], bookings: int) -> tuple[
-    Calendar, list[tuple[int, str]]
-]:  # fmt: skip
+async def prepare(
+    url: str, settings: Settings, hook_url: str, largest: int, bookings: int
+) -> tuple[Calendar, list[tuple[int, str]]]:
+    """The schema, the accounts and their plans for `largest` interviews, and the applications to book for."""
     await prepare_database(settings, url)
     async with await ops.connect(url) as conn:
-        calendar = await seed_teams(conn, settings, hook_url, sizes[-1])
+        calendar = await seed_teams(conn, settings, hook_url, largest)
         applications = await fresh_applications(conn, calendar, bookings)
     return calendar, applications
 
 
 async def grow(url: str, calendar: Calendar, size: int) -> None:
+    """The calendar grown to `size` interviews."""
     async with await ops.connect(url) as conn:
         await book(conn, calendar, size)
 
 
 def targets_of(rows: Sequence[Row], sizes: Sequence[int]) -> list[Target]:
+    """Each procedure at the largest size against its targets, beside its p99 at the smallest."""
     found = {(row.name, row.details["interviews"]): row for row in rows}
     made = []
     for name in (CREATE, WEEK):
@@ -212,49 +216,51 @@ def targets_of(rows: Sequence[Row], sizes: Sequence[int]) -> list[Target]:
 
 
 def run(quick: bool, say: Progress, sizes: Sequence[int] = ()) -> Figures:
+    """Seed, measure each size in turn, and stop every process and drop the database however it ends."""
     config = dataclasses.replace(QUICK if quick else FULL, accounts=ACCOUNTS)
     sizes = sizes or SIZES[quick]
     if list(sizes) != sorted(sizes) or sizes[-1] > ACCOUNTS * SLOTS:
         raise BenchError(f"give sizes smallest first, at most {ACCOUNTS * SLOTS:,} interviews (the calendar's slots)")
     count = len(sizes) * config.rounds * config.seconds * BOOKINGS_A_SECOND
-    with contextlib.ExitStack() as stack:
-        try:
-            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hire-bench-")))
-            binary = ensure_wrk(say)
-            url = stack.enter_context(private_database(server_dsn()))
-            say(f"private database {psycopg.conninfo.conninfo_to_dict(url).get('dbname')}")
-            receiver = stack.enter_context(Receiver())
-            env = service_env(url, free_port(), work)
-            say(f"seeding {ACCOUNTS} enterprise accounts, {JOBS:,} jobs, {count:,} applications to book for")
-            calendar, applications = asyncio.run(prepare(url, Settings.from_env(env), receiver.url, sizes, count))
-            keys = [team.key for team in calendar.teams]
-            loop = Loop(
-                config=config,
-                targets=Targets(stack, work, env, "uvicorn", say),
-                meter=stack.enter_context(contextlib.closing(Meter(url))),
-                wrk=Wrk(binary, work, config.connections),
-                database_url=url,
-                say=say,
-                jobs_list=RequestFile.write(work / "jobs-list", read_lines("/v1/jobs.list", keys)),
-                bookings=Reserve(RequestFile.write(work / "bookings", booking_lines(calendar, applications))),
-            )
-            rows: list[Row] = []
-            for size in sizes:
-                say(f"seeding interviews up to {size:,}")
-                asyncio.run(grow(url, calendar, size))
-                if loop.count(_INTERVIEWS) != size:
-                    raise BenchError(f"the calendar holds {loop.count(_INTERVIEWS):,} interviews, not {size:,}")
-                lines, per_week = week_lines(calendar, WEEK_LINES)
-                rows += loop.size(size, RequestFile.write(work / f"weeks-{size}", lines), per_week)
-            about = machine(loop.wrk.version() or binary, url, config)
-            return Figures(machine=about, scenarios=rows, targets=targets_of(rows, sizes), notes=loop.notes)
-        finally:
-            with shielded():
-                say("stopping processes, dropping the private database")
-                stack.close()
+    stack = contextlib.ExitStack()
+    try:
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hire-bench-")))
+        binary = ensure_wrk(say)
+        url = stack.enter_context(private_database(server_dsn()))
+        say(f"private database {psycopg.conninfo.conninfo_to_dict(url).get('dbname')}")
+        receiver = stack.enter_context(Receiver())
+        env = service_env(url, free_port(), work)
+        say(f"seeding {ACCOUNTS} enterprise accounts, {JOBS:,} jobs, {count:,} applications to book for")
+        calendar, applications = asyncio.run(prepare(url, Settings.from_env(env), receiver.url, sizes[-1], count))
+        keys = [team.key for team in calendar.teams]
+        loop = Loop(
+            config=config,
+            targets=Targets(stack, work, env, "uvicorn", say),
+            meter=stack.enter_context(contextlib.closing(Meter(url))),
+            wrk=Wrk(binary, work, config.connections),
+            database_url=url,
+            say=say,
+            jobs_list=RequestFile.write(work / "jobs-list", read_lines("/v1/jobs.list", keys)),
+            bookings=Reserve(RequestFile.write(work / "bookings", booking_lines(calendar, applications))),
+        )
+        rows: list[Row] = []
+        for size in sizes:
+            say(f"seeding interviews up to {size:,}")
+            asyncio.run(grow(url, calendar, size))
+            if loop.count(_INTERVIEWS) != size:
+                raise BenchError(f"the calendar holds {loop.count(_INTERVIEWS):,} interviews, not {size:,}")
+            lines, per_week = week_lines(calendar, WEEK_LINES)
+            rows += loop.size(size, RequestFile.write(work / f"weeks-{size}", lines), per_week)
+        about = machine(loop.wrk.version() or binary, url, config)
+        return Figures(machine=about, scenarios=rows, targets=targets_of(rows, sizes), notes=loop.notes)
+    finally:
+        with shielded():
+            say("stopping processes, dropping the private database")
+            stack.close()
 
 
 def table(figures: Figures) -> str:
+    """The rows as a fixed-width table, then each procedure against its targets, then the notes."""
     lines = [f"{'scenario':40}  {'interviews':>10}  {'req/s':>7}  {'p50 ms':>7}  {'p99 ms':>7}  {'of list':>7}  "
              f"{'srv ms/req':>10}  {'db ms/req':>9}  errors  bound by"]  # fmt: skip
     for row in figures.scenarios:
@@ -293,11 +299,16 @@ def main(argv: list[str] | None = None) -> None:
         sizes = tuple(int(size) for size in args.sizes.split(",")) if args.sizes else ()
     except ValueError:
         parser.error("--sizes takes numbers of interviews separated by commas, e.g. 1000,100000")
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         figures = run(args.quick, Progress(), sizes)
     except BenchError as exc:
         sys.stderr.write(f"error: {exc}\n")
         raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted: processes stopped, private database dropped\n")
+        raise SystemExit(130) from None
     print(table(figures))
     if args.json is not None:
         args.json.write_bytes(msgspec.json.format(msgspec.json.encode(figures)) + b"\n")
