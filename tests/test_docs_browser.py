@@ -25,8 +25,9 @@ def test_the_api_reference_renders_every_procedure_from_here(live: LiveServer) -
 
 
 def test_try_it_out_starts_from_the_example(live: LiveServer) -> None:
-    """A POST's "Try it out" body is the procedure's example, not generated gibberish; a read's parameters are
-    prefilled from its example too; each procedure is listed once, under its resource's tag."""
+    """A POST's "Try it out" body is the procedure's example, not generated gibberish; a read's required
+    parameters are prefilled from its example, its filters are not (a first try of `jobs.list` lists, it does not
+    filter); each procedure is listed once, under its resource's tag."""
     with browser_page() as watched:
         page = watched.page
         page.goto(f"{live.url}/docs")
@@ -38,7 +39,12 @@ def test_try_it_out_starts_from_the_example(live: LiveServer) -> None:
         listing = operation(page, "jobs.list")
         listing.locator(".opblock-summary").click()
         listing.get_by_role("button", name="Try it out").click()
-        expect(listing.locator('tr[data-param-name="q"] input')).to_have_value("engineer")
+        for name in ("q", "location"):
+            expect(listing.locator(f'tr[data-param-name="{name}"] input')).to_have_value("")
+        one = operation(page, "jobs.get")
+        one.locator(".opblock-summary").click()
+        one.get_by_role("button", name="Try it out").click()
+        expect(one.locator('tr[data-param-name="id"] input')).to_have_value("0f8b9c52-3a6e-4d1e-9a57-1c2d3e4f5a6b")
         assert page.get_by_text("/v1/jobs.list", exact=True).count() == 1, "one entry, no HEAD or POST twin"
     assert watched.console_errors == []
 

@@ -41,7 +41,8 @@ def test_openapi_lists_every_procedure_with_its_scope(client: httpx.Client) -> N
         else:
             assert "Also `POST` with the same parameters" in described["description"]
             shown = {p["name"]: p["example"] for p in described["parameters"] if "example" in p}
-            assert shown == example
+            required = {p["name"] for p in described["parameters"] if p["required"]}
+            assert shown == {name: value for name, value in example.items() if name in required}
     assert {tag["name"] for tag in document["tags"]} >= {"jobs", "applications", "profile", "billing", "audit"}
     flow = document["components"]["securitySchemes"]["oauth2"]["flows"]["authorizationCode"]
     assert flow["authorizationUrl"].endswith("/oauth/authorize") and flow["tokenUrl"].endswith("/oauth/token")
@@ -49,6 +50,24 @@ def test_openapi_lists_every_procedure_with_its_scope(client: httpx.Client) -> N
     schemas = document["components"]["schemas"]
     assert "Job" in schemas
     assert set(schemas["JobSummary"]["properties"]) == {"id", "title", "company", "location", "status", "created_at"}
+
+
+def test_ids_are_documented_as_strings_and_any_other_value_is_not_found(client: httpx.Client, admin: Admin) -> None:
+    """An id is sent as a string; whatever else arrives in its place is the `404` of an unknown id (never a `422`
+    that would tell ids apart from other values), and the document says only the string."""
+    answer = client.get("/openapi.json")
+    assert '{"type":"integer"},{"type":"number"},{"type":"boolean"}' not in answer.text.replace(" ", "")
+    document = answer.json()
+    [parameter] = document["paths"]["/v1/jobs.get"]["get"]["parameters"]
+    assert parameter["schema"] == {"type": "string", "description": "An opaque object id (a string)."}
+    properties = document["components"]["schemas"]["CreateApplication"]["properties"]
+    assert properties["job_id"]["type"] == "string"
+    assert properties["resume_file_id"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
+    assert properties["attachment_file_ids"]["items"]["type"] == "string"
+    user = admin.user("employer")
+    for value in (5, 2.5, True, None):
+        answer = client.post("/v1/jobs.get", json={"id": value}, headers=user.auth)
+        assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found", answer.text
 
 
 class Outage:

@@ -2,7 +2,8 @@
 as the server checks them, so that a generated client (and schemathesis) can trust the document.
 
 Beyond what msgspec derives from the Structs: required bodies and query parameters (one by one, as generated
-clients expect them), each with its Params type's `example` (what Swagger UI's "Try it out" starts from); every
+clients expect them), with the Params type's `example` (what Swagger UI's "Try it out" starts from: a write's
+whole body, a read's required parameters only, so that a first try filters nothing); every
 status the dispatcher answers (400, 405, 413, 415, 503 included) with the headers each carries; the
 `Idempotency-Key` header of writes; a tag per resource (the name's first part). Each procedure is one operation:
 a write its POST, a read its GET, whose description says that POST with a JSON body (and HEAD) work too: listed
@@ -81,6 +82,7 @@ def openapi_document(registry: Registry, public_url: str, version: str, scopes: 
         params_type = Empty if proc.upload else proc.params_type
         types += [params_type, Result[proc.result_type]]  # type: ignore[name-defined]
     refs, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
+    components = _ids_as_text(components)
     error_ref = refs[0]
     paths = {
         f"/v1/{proc.name}": _operations(proc, refs[1 + 2 * index], refs[2 + 2 * index], error_ref, components)
@@ -146,13 +148,14 @@ def _tag(proc: Procedure) -> str:
 
 
 def _query_parameters(params: Mapping[str, Any], example: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One query parameter per field of the parameters' schema (a list field is repeated: `?a=1&a=2`), with its
-    value in the example, if any."""
+    """One query parameter per field of the parameters' schema (a list field is repeated: `?a=1&a=2`). A required
+    one carries its value in the example; an optional one none, since Swagger UI's "Try it out" fills in every
+    parameter's example and a first try would silently filter (the description shows the whole example)."""
     required = set(params.get("required", ()))
     described = []
     for name, schema in params.get("properties", {}).items():
         parameter = {"in": "query", "name": name, "required": name in required, "schema": _without_null(schema)}
-        if name in example:
+        if name in example and name in required:
             parameter["example"] = example[name]
         if name == "page":
             parameter["description"] = PAGE_DEPTH
@@ -160,6 +163,25 @@ def _query_parameters(params: Mapping[str, Any], example: Mapping[str, Any]) -> 
             parameter |= {"style": "form", "explode": True}
         described.append(parameter)
     return described
+
+
+# What msgspec writes for `rpc.core.fields.Id`: any JSON scalar, so that a malformed id is the `404` of an unknown
+# one rather than a `422` that tells ids apart from other values. A client sends a string.
+_ANY_SCALAR = [{"type": kind} for kind in ("string", "integer", "number", "boolean", "null")]
+
+
+def _ids_as_text(node: Any) -> Any:
+    """`node` with every id's schema said as what clients send: a string."""
+    if isinstance(node, dict):
+        if node.get("anyOf") == _ANY_SCALAR:
+            rest = {key: value for key, value in node.items() if key != "anyOf"}
+            if "default" in rest and rest["default"] is None:  # an optional id: null leaves it out
+                return {**rest, "anyOf": [{"type": "string"}, {"type": "null"}]}
+            return {**rest, "type": "string"}
+        return {key: _ids_as_text(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_ids_as_text(item) for item in node]
+    return node
 
 
 def _without_null(schema: Mapping[str, Any]) -> dict[str, Any]:
