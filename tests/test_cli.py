@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import psutil
 import psycopg
 import pytest
 
+from rpc.ops import cli
 from rpc.ops.cli import SERVERS
 from tests.conftest import Databases
 from tests.support import TEST_SECRET_KEY, Admin, bearer, eventually, free_port, serving, settings_for
@@ -243,6 +245,29 @@ def test_serve_refuses_several_workers_with_memory_counters(db_env: dict[str, st
     done = run("serve", "--workers", "2", env=db_env)
     assert done.returncode != 0
     assert "RATE_LIMIT_STORAGE" in done.stderr
+
+
+def test_serve_as_root_without_useradd_ends_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Root whose PATH lacks /usr/sbin (`su` without `-`), on a machine without pgserver's system user yet: one
+    line that says what to do, not pgserver's traceback from `useradd` not found."""
+    for name, value in environment(DATA_DIR=str(tmp_path / "data"), PATH="/usr/bin:/bin").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(pwd, "getpwnam", _nobody)  # no system user for PostgreSQL yet
+    with pytest.raises(SystemExit) as exited:
+        cli.serve(["--port", str(free_port())])
+    assert exited.value.code == 1
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and said.startswith("error: run as root, the embedded PostgreSQL runs as")
+    assert "PATH=$PATH:/usr/sbin" in said and "DATABASE_URL" in said
+    assert not (tmp_path / "data" / "pgdata").exists(), "nothing was started"
+
+
+def _nobody(name: str) -> Any:
+    raise KeyError(name)
 
 
 def postmasters_of(data_dir: Path) -> list[int]:

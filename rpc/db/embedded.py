@@ -18,6 +18,8 @@ import contextlib
 import logging
 import os
 import pathlib
+import pwd
+import shutil
 import signal
 import time
 import warnings
@@ -36,7 +38,28 @@ with warnings.catch_warnings():
 logger = logging.getLogger(__name__)
 
 _SUPERUSER = "postgres"  # pgserver's initdb superuser; local connections are trusted
+SYSTEM_USER = "pgserver"  # whom pgserver runs PostgreSQL as when started by root (it makes them with useradd)
 _ANSWER_WAIT = 10.0  # seconds a live postmaster may spend starting up or recovering before we call it hung
+
+
+class EmbeddedUnavailable(Exception):
+    """The embedded PostgreSQL cannot start on this machine; the message says why and what to do instead."""
+
+
+def check_startable() -> None:
+    """`EmbeddedUnavailable` when pgserver would fail on its way: run by root (PostgreSQL refuses to), it starts
+    PostgreSQL as a system user of its own, made with `useradd` the first time — which root's PATH may lack
+    (`su` without `-`, some containers), and pgserver would end in a traceback."""
+    if os.geteuid() != 0 or shutil.which("useradd") is not None:
+        return
+    try:
+        pwd.getpwnam(SYSTEM_USER)
+    except KeyError:
+        raise EmbeddedUnavailable(
+            f"run as root, the embedded PostgreSQL runs as the system user {SYSTEM_USER!r}, which does not exist "
+            "and cannot be made: useradd is not on PATH (it is in /usr/sbin). Add it (PATH=$PATH:/usr/sbin), "
+            f"create the user (useradd -s /bin/bash {SYSTEM_USER}), run as another user, or set DATABASE_URL"
+        ) from None
 
 
 class EmbeddedPostgres:
@@ -51,6 +74,7 @@ class EmbeddedPostgres:
         """Start the cluster if it is not running (or reuse the one that is), make sure `database` exists,
         and return a libpq connection URI (postgresql://...) for it usable by psycopg 3."""
         if self._server is None:
+            check_startable()
             self.data_dir.parent.mkdir(parents=True, exist_ok=True)
             with PostgresServer._lock:  # the lock pgserver holds while it starts or stops a cluster
                 self._clear_stale_postmaster()

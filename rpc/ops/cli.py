@@ -25,7 +25,7 @@ from rpc.app import assemble, create_app, prepare_database
 from rpc.audit import log as audit_log
 from rpc.core.crypto import SealError
 from rpc.core.types import Connection
-from rpc.db.embedded import EmbeddedPostgres
+from rpc.db.embedded import EmbeddedPostgres, EmbeddedUnavailable
 from rpc.mail.transport import transport_for
 from rpc.ops import admin as ops
 from rpc.outbox.emit import build_emitter
@@ -69,7 +69,11 @@ def _database(settings: Settings) -> Iterator[str]:
         return
     embedded = EmbeddedPostgres(settings.data_path / "pgdata")
     try:
-        yield embedded.start()
+        url = embedded.start()
+    except EmbeddedUnavailable as exc:
+        _fail(str(exc))
+    try:
+        yield url
     finally:
         embedded.stop()
 
