@@ -348,7 +348,7 @@ async def create_job(ctx: Context, params: CreateJob) -> Job:
 @procedure("jobs.update", scope="write:jobs", write=True, roles=EMPLOYERS, emits=("job.updated",))
 async def update_job(ctx: Context, params: UpdateJob) -> Job:
     """Change any of a job's title, company, location, description and employment type (event `job.updated`)."""
-    job, account_id = await _owned(ctx, params.id)
+    job, account_id = await owned(ctx, params.id)
     changed = changes(params, _EDITABLE)
     if "scorecard_attributes" in changed:
         changed["scorecard_attributes"] = list(changed["scorecard_attributes"])
@@ -376,7 +376,7 @@ async def close_job(ctx: Context, params: IdParams) -> Job:
 
 
 async def _transition(ctx: Context, job_id: Id, source: JobStatus, target: JobStatus, query: str) -> Job:
-    job, account_id = await _owned(ctx, job_id)
+    job, account_id = await owned(ctx, job_id)
     if job.status != source:
         raise InvalidTransition(job.status, target)
     cursor = await ctx.conn.execute(query, {"id": job.id})
@@ -402,9 +402,10 @@ async def _visible(ctx: Context, job_id: Id, *, lock: bool) -> tuple[Job, str]:
     return job, account_id
 
 
-async def _owned(ctx: Context, job_id: Id) -> tuple[Job, str]:
-    """The job, locked for the change, if the caller's account owns it: `404` unseen, `403` not owned."""
-    job, account_id = await _visible(ctx, job_id, lock=True)
+async def owned(ctx: Context, job_id: Id, *, lock: bool = True) -> tuple[Job, str]:
+    """The job (locked for a change with `lock`) if the caller's account owns it: `404` unseen, `403` not owned.
+    The hiring desk reads its jobs through it."""
+    job, account_id = await _visible(ctx, job_id, lock=lock)
     if not _owns(ctx.principal, account_id):
         raise Forbidden("Only the account that owns this job may change it.")
     return job, account_id

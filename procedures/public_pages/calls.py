@@ -1,0 +1,94 @@
+"""A procedure called from a page's form, for the person signed in to the browser: the API's own code, found in
+the registry, with the role check the dispatcher makes, on the page's connection — a write in one transaction
+with its events and mail — so that no page is a second implementation of any rule. What the procedure refuses
+comes back as `Refused`, in words a form shows next to its fields; `NotFound` passes through, for the page's 404.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import msgspec
+import psycopg
+
+from procedures.public_pages.site import context_for
+from rpc.api import Context, NotFound, Params, RpcError
+from rpc.core.database_errors import translate
+from rpc.core.params import field_errors
+from rpc.core.registry import Procedure
+from rpc.panel.handler import Panel
+
+P = TypeVar("P", bound=Params)
+R = TypeVar("R")
+Handler = Callable[[Context, P], Awaitable[R]]
+
+
+@dataclass(frozen=True)
+class Refused(Exception):
+    """A procedure's refusal as a form shows it: the status to answer with, a sentence, the message of each field
+    at fault (by the procedure's parameter names), and the error's details (an invalid move's `from` and `to`)."""
+
+    status: int
+    message: str
+    fields: Mapping[str, str] = field(default_factory=dict)
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, error: RpcError) -> Refused:
+        details = error.details or {}
+        errors = details.get("errors", [])
+        fields = {entry["field"]: entry["message"] for entry in errors if entry.get("field")}
+        message = error.message if not errors else "Please correct the fields marked below."
+        unplaced = [entry["message"] for entry in errors if not entry.get("field")]
+        return cls(error.status, " ".join(unplaced) or message, fields, details)
+
+
+def params(params_type: type[P], values: Mapping[str, Any]) -> P:
+    """A form's values as the procedure's parameters, checked as the API checks a JSON body; `Refused` (422)
+    naming every field at fault."""
+    try:
+        return msgspec.convert(values, params_type, strict=True)
+    except msgspec.ValidationError as exc:
+        errors = field_errors(params_type, dict(values), exc, strict=True)
+        fields = {entry["field"]: entry["message"] for entry in errors if entry["field"]}
+        unplaced = " ".join(entry["message"] for entry in errors if not entry["field"])
+        raise Refused(422, unplaced or "Please correct the fields marked below.", fields) from exc
+
+
+async def context(panel: Panel, handler: Handler[Any, Any]) -> Context:
+    """The `Context` the API gives the procedure `handler` when the signed-in person calls it (for pages that read
+    through the rooms' own functions beside a procedure, under its rules)."""
+    proc = registered(panel, handler)
+    return await context_for(panel.request, panel.conn, panel.services, panel.user, proc.name)
+
+
+async def run(panel: Panel, handler: Handler[P, R], params: P) -> R:
+    """`handler(ctx, params)` as the signed-in person, the dispatcher's role check first; a write in a transaction
+    of its own, which a refusal rolls back whole."""
+    proc = registered(panel, handler)
+    if proc.roles is not None and panel.user.role not in proc.roles:
+        raise Refused(403, f"Your role ({panel.user.role}) may not do this.")
+    ctx = await context_for(panel.request, panel.conn, panel.services, panel.user, proc.name)
+    try:
+        if not proc.write:
+            return await handler(ctx, params)
+        async with panel.conn.transaction():
+            return await handler(ctx, params)
+    except NotFound:
+        raise
+    except RpcError as exc:
+        raise Refused.of(exc) from exc
+    except psycopg.Error as exc:
+        error = translate(exc, panel.services.registry)
+        if error is None:
+            raise
+        raise Refused.of(error) from exc
+
+
+def registered(panel: Panel, handler: Handler[Any, Any]) -> Procedure:
+    """The registered procedure whose code `handler` is."""
+    found = next((proc for proc in panel.services.registry if proc.handler is handler), None)
+    assert found is not None, f"{handler.__qualname__} is not a registered procedure"
+    return found
