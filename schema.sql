@@ -419,6 +419,8 @@ CREATE TABLE IF NOT EXISTS applications (
 CREATE INDEX IF NOT EXISTS applications_candidate_idx ON applications (candidate_id, created_at DESC, id DESC);
 -- An employer's view goes through the job: applications of one job, newest first.
 CREATE INDEX IF NOT EXISTS applications_job_idx ON applications (job_id, created_at DESC, id DESC);
+-- The hiring desk: a job's applicants of one status, newest first, and how many stand in each status.
+CREATE INDEX IF NOT EXISTS applications_job_status_idx ON applications (job_id, status, created_at DESC, id DESC);
 -- `applications.changes` in (change_xid, id) order: everyone's (an admin), a candidate's, one job's (an
 -- employer's, job by job of the account).
 CREATE INDEX IF NOT EXISTS applications_change_idx ON applications (change_xid, id);

@@ -1,7 +1,8 @@
 """What the operations hand the framework at assembly (`rpc/app.py` is the only caller): every procedure module
 registered, the vocabulary, the payment provider behind the receiver, the periodic expiry of subscriptions,
-matching of job alerts and reminders of scorecards, the Billing and Job alerts pages of the panel, the public job
-pages, the alerts' one-click unsubscribe and the private calendar feeds, and the recruiting loop's mail."""
+matching of job alerts and reminders of scorecards, the panel's hiring desk and its Billing and Job alerts pages,
+the public job pages, the alerts' one-click unsubscribe and the private calendar feeds, and the recruiting loop's
+mail."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from procedures.applications.interviews.reminders import Reminders
 from procedures.billing import panel as billing_panel
 from procedures.billing.provider import PayTR, PayTRSettings
 from procedures.billing.settlement import EXPIRY
+from procedures.desk import routes as desk
 from procedures.files import FILE_HOLDERS
 from procedures.jobs.search.corpus import JOBS
 from procedures.privacy import PRIVACY
@@ -48,7 +50,7 @@ def business(settings: Settings) -> Business:
         },
         privacy=PRIVACY,
         file_holders=FILE_HOLDERS,
-        panel_routes=[*billing_panel.routes, *alert_pages.routes],
+        panel_routes=[*desk.routes, *billing_panel.routes, *alert_pages.routes],
         public_routes=[*public_pages.routes(settings), *alert_pages.public_routes, *calendar_feed.routes],
         probes={PROBE: PROBE_SQL},
         corpora=(JOBS,),

@@ -120,6 +120,12 @@ class Browser:
     def close(self) -> None:
         self.http.close()
 
+    def __enter__(self) -> Browser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def get(self, url: str, params: Mapping[str, Any] | None = None) -> httpx.Response:
         return self.http.get(url, params=params)
 

@@ -14,10 +14,9 @@ import datetime as dt
 import json
 import re
 import shutil
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -26,10 +25,9 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, Response, expect,
 from rpc.mail.outbox import Mail
 from rpc.ops import admin as ops
 from rpc.worker.disabling import disable_failing
+from tests.chromium import off_loop
 from tests.receiver import Receiver, Reply
 from tests.support import Admin, LiveServer, User, bearer, emitter_for, settings_for
-
-T = TypeVar("T")
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -44,13 +42,6 @@ ARTIFACTS = Path(__file__).parent / "artifacts"
 TIMEOUT_MS = 20_000
 ATTEMPT_ROWS = "table.attempts tbody tr:not(.attempt-headers)"  # each attempt's row, without its headers' row
 FAVICON = "/favicon.ico"  # browsers ask for it by themselves; the site has none (a 404 that is no page's fault)
-
-
-def off_loop(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run `call` in another thread: Playwright's sync API keeps an event loop running in this one, and the
-    operator's functions (`Admin`) start their own."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(call, *args, **kwargs).result()
 
 
 @pytest.fixture(scope="module")
