@@ -132,12 +132,16 @@ CREATE TABLE IF NOT EXISTS email_links (
     password_hash  text,
     -- A sign-up's link: what that sign-up asked to be ({role, display_name, account_name}), set when it is followed.
     sign_up        jsonb,
+    -- The page of this site the person was on when the link was asked for (the job they were applying to):
+    -- where signing in goes on to once it is followed.
+    next_path      text,
     CONSTRAINT email_links_pkey PRIMARY KEY (id),
     CONSTRAINT email_links_user_fkey FOREIGN KEY (user_id) REFERENCES users (id) ON DELETE CASCADE,
     CONSTRAINT email_links_purpose_check CHECK (purpose IN ('verify', 'reset')),
     CONSTRAINT email_links_token_hash_key UNIQUE (token_hash),
     CONSTRAINT email_links_password_check CHECK (password_hash IS NULL OR purpose = 'verify'),
-    CONSTRAINT email_links_sign_up_check CHECK (sign_up IS NULL OR purpose = 'verify')
+    CONSTRAINT email_links_sign_up_check CHECK (sign_up IS NULL OR purpose = 'verify'),
+    CONSTRAINT email_links_next_path_check CHECK (next_path IS NULL OR (next_path LIKE '/%' AND length(next_path) <= 2000))
 );
 -- A new link, a reset or a verification voids the person's other open links of that purpose.
 CREATE INDEX IF NOT EXISTS email_links_user_idx ON email_links (user_id, purpose) WHERE used_at IS NULL;

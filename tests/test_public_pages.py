@@ -314,14 +314,20 @@ def test_home_lists_applications_with_history_and_withdraws(
     page = text(home)
     assert "Pipeline fitter" in page and "Status: <strong>Reviewed</strong>" in page and "Sent → Reviewed" in page
     assert candidate.email in page and 'href="/jobs"' in home.text
-    withdrawn = browser.submit(home, f"/me/applications/{application['id']}/withdraw")
+    withdraw = f"/me/applications/{application['id']}/withdraw"
+    assert f'href="{withdraw}"' in home.text and 'action="' + withdraw not in home.text  # asked first
+    confirm = browser.get(withdraw)
+    assert confirm.status_code == 200 and "Withdraw your application to Pipeline fitter?" in text(confirm)
+    assert events_of(admin, application["id"]).count("application.status_changed") == 1  # asking changes nothing
+    withdrawn = browser.submit(confirm, withdraw)
     assert location(withdrawn) == "/me?notice=withdrawn"
     after = text(browser.get("/me"))
     assert "Status: <strong>Withdrawn</strong>" in after and "Reviewed → Withdrawn" in after
     kinds = events_of(admin, application["id"])
     assert kinds.count("application.status_changed") == 2
-    again = browser.submit(home, f"/me/applications/{application['id']}/withdraw")
+    again = browser.submit(confirm, withdraw)
     assert again.status_code == 409
+    assert "can no longer be withdrawn" in text(browser.get(withdraw))
 
 
 def test_withdraw_refuses_a_forged_form_and_others_applications(
@@ -335,9 +341,10 @@ def test_withdraw_refuses_a_forged_form_and_others_applications(
     job = publish()
     theirs = ok(call("applications.create", candidate, job_id=job["id"]))
     browser.sign_in(candidate)
-    home = browser.get("/me")
+    confirm = browser.get(f"/me/applications/{theirs['id']}/withdraw")
     assert (
-        browser.submit(home, f"/me/applications/{theirs['id']}/withdraw", fill={"csrf_token": "x"}).status_code == 403
+        browser.submit(confirm, f"/me/applications/{theirs['id']}/withdraw", fill={"csrf_token": "x"}).status_code
+        == 403
     )
     other = Browser(str(browser.http.base_url))
     try:
@@ -348,6 +355,7 @@ def test_withdraw_refuses_a_forged_form_and_others_applications(
         assert token is not None
         answer = other.http.post(f"/me/applications/{theirs['id']}/withdraw", data={"csrf_token": token[1]})
         assert answer.status_code == 404
+        assert other.get(f"/me/applications/{theirs['id']}/withdraw").status_code == 404
     finally:
         other.close()
     assert admin.sql("SELECT status FROM applications WHERE id = %(a)s", {"a": theirs["id"]})[0]["status"] == "pending"

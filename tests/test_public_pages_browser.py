@@ -1,8 +1,8 @@
 """Applying from a job page in a real browser (Debian's headless Chromium, driven by Playwright): a candidate
 opens the public page of a job, follows "Apply", signs in on the apply page, writes a cover letter, sends it,
-lands on their home with the application listed, and withdraws it; another applies with a PDF résumé chosen in
-the file input, which the employer then reads. No console error (the pages carry a CSP without scripts: the
-JSON-LD is data, not script), and no request leaves the loopback."""
+lands on their home with the application listed, and withdraws it (after a page that asks); another applies with
+a PDF résumé chosen in the file input, which the employer then reads. No console error (the pages carry a CSP
+without scripts: the JSON-LD is data, not script), and no request leaves the loopback."""
 
 from __future__ import annotations
 
@@ -36,7 +36,9 @@ def test_a_candidate_applies_from_the_job_page_and_withdraws(
         page.get_by_role("button", name="Send my application").click()
         expect(page.get_by_role("status").first).to_contain_text("Your application was sent")
         expect(page.get_by_role("link", name="Lighthouse keeper")).to_be_visible()
-        page.get_by_role("button", name="Withdraw").click()
+        page.get_by_role("link", name="Withdraw…").click()
+        expect(page.get_by_role("heading", level=1)).to_have_text("Withdraw your application to Lighthouse keeper?")
+        page.get_by_role("button", name="Withdraw my application").click()
         expect(page.get_by_role("status").first).to_contain_text("withdrawn")
         assert watched.console_errors == [] and watched.elsewhere == []
     [row] = admin.sql(

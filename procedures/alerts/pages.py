@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from procedures.alerts import from_search
 from procedures.alerts.mailing import describe
 from procedures.alerts.shapes import COLUMNS
 from rpc.api import NotFound
@@ -33,7 +34,10 @@ _MINE = f"SELECT {COLUMNS} FROM job_alerts WHERE user_id = %(user_id)s ORDER BY 
 _DELETE_MINE = "DELETE FROM job_alerts WHERE id = %(id)s AND user_id = %(user_id)s RETURNING id"
 _BY_TOKEN = f"SELECT {COLUMNS} FROM job_alerts WHERE unsubscribe_hash = %(hash)s"
 _DELETE_BY_TOKEN = "DELETE FROM job_alerts WHERE unsubscribe_hash = %(hash)s"  # noqa: S105 - SQL, not a secret
-_DELETED = "The alert was deleted: nothing more is mailed for it."
+NOTICES = {
+    "deleted": "The alert was deleted: nothing more is mailed for it.",
+    "saved": "The alert was saved. Jobs published from now on that match it are mailed to you.",
+}
 
 
 @page
@@ -42,7 +46,7 @@ async def alerts_page(panel: Panel) -> Response:
     alerts = await (await panel.conn.execute(_MINE, {"user_id": panel.user.user_id})).fetchall()
     for alert in alerts:
         alert["search"] = describe(alert)
-    notice = _DELETED if panel.request.query_params.get("deleted") else None
+    notice = next((text for key, text in NOTICES.items() if panel.request.query_params.get(key)), None)
     context = panel.context(section="alerts", alerts=alerts, notice=notice)
     return PAGES.render("alerts/alerts.html", context)
 
@@ -102,6 +106,8 @@ def _render(template: str, status: int, **values: object) -> Response:
 
 routes = [
     Route("/panel/alerts", alerts_page, methods=["GET"]),
+    Route("/panel/alerts", from_search.save_alert, methods=["POST"]),
+    Route("/panel/alerts/new", from_search.new_alert_page, methods=["GET"]),
     Route("/panel/alerts/{id}/delete", delete_alert, methods=["POST"]),
 ]
 public_routes = [

@@ -16,6 +16,8 @@ from starlette.responses import Response
 from procedures.applications import CreateApplication
 from procedures.applications.pipeline import APPLIED_ONCE, create_application
 from procedures.files import save_upload
+from procedures.profile import UpdateProfile
+from procedures.profile import update as update_profile
 from procedures.public_pages import resume
 from procedures.public_pages.jobposting import LABELS, PublicJob
 from procedures.public_pages.site import context_for, find_job, job_gone, message, render
@@ -160,13 +162,17 @@ async def _create(
     file: Upload | None,
 ) -> None:
     """The résumé's File (its bytes stored first), the Application, its event and the confirmation e-mail, in
-    one transaction."""
+    one transaction. A résumé sent to a candidate whose profile has none becomes their profile's too
+    (`profile.update`): the next application offers it, and their home shows it."""
     running = services(request)
     async with conn.transaction():
         ctx = await context_for(request, conn, running, user, "applications.create")
         if file is not None:
             kept = await save_upload(ctx, file)
             params = msgspec.structs.replace(params, resume_file_id=kept.id)
+            if await (await conn.execute(_ON_FILE, {"id": user.user_id})).fetchone() is None:
+                profile = await context_for(request, conn, running, user, "profile.update")
+                await update_profile(profile, UpdateProfile(resume_file_id=kept.id))
         await create_application(ctx, params)
         if user.email:
             link = f"{running.settings.public_url.rstrip('/')}/me"

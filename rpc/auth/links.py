@@ -19,8 +19,9 @@ from rpc.core.types import Connection
 Purpose = Literal["verify", "reset"]
 
 _INSERT = """
-INSERT INTO email_links (purpose, user_id, email, token_hash, expires_at, password_hash, sign_up)
-VALUES (%(purpose)s, %(user_id)s, %(email)s, %(hash)s, now() + %(lifetime)s, %(password_hash)s, %(sign_up)s)
+INSERT INTO email_links (purpose, user_id, email, token_hash, expires_at, password_hash, sign_up, next_path)
+VALUES (%(purpose)s, %(user_id)s, %(email)s, %(hash)s, now() + %(lifetime)s, %(password_hash)s, %(sign_up)s,
+        %(next_path)s)
 """
 # The link's own row, only if it is open and its person still has the address (and signs in here).
 _USE = """
@@ -28,7 +29,7 @@ UPDATE email_links AS l SET used_at = now()
 FROM users AS u
 WHERE l.token_hash = %(hash)s AND l.purpose = %(purpose)s AND l.used_at IS NULL AND l.expires_at > now()
   AND u.id = l.user_id AND u.email = l.email AND u.issuer IS NULL
-RETURNING l.user_id::text AS user_id, l.password_hash, l.sign_up
+RETURNING l.user_id::text AS user_id, l.password_hash, l.sign_up, l.next_path
 """
 _VOID = """
 UPDATE email_links SET used_at = now()
@@ -38,12 +39,14 @@ WHERE user_id = %(user_id)s AND used_at IS NULL AND (%(purpose)s::text IS NULL O
 
 @dataclass(frozen=True, slots=True)
 class Used:
-    """The person whose link was used, and the password and the asks (`role`, `display_name`,
-    `account_name`) of the sign-up it was sent for (verification only)."""
+    """The person whose link was used, the password and the asks (`role`, `display_name`, `account_name`) of
+    the sign-up it was sent for (verification only), and the page of this site the person was on when the link
+    was asked for (the job they were applying to), where signing in takes them afterwards."""
 
     user_id: str
     password_hash: str | None
     sign_up: dict[str, Any] | None = None
+    next_path: str | None = None
 
 
 async def issue(
@@ -54,8 +57,10 @@ async def issue(
     lifetime_seconds: float,
     password_hash: str | None = None,
     sign_up: dict[str, Any] | None = None,
+    next_path: str | None = None,
 ) -> str:
-    """A new link's token (for the mail only; the database keeps its hash)."""
+    """A new link's token (for the mail only; the database keeps its hash); `next_path`, a path of this site,
+    is where the person goes on once it is followed."""
     token = random_token()
     values = {
         "purpose": purpose,
@@ -65,6 +70,7 @@ async def issue(
         "lifetime": dt.timedelta(seconds=lifetime_seconds),
         "password_hash": password_hash,
         "sign_up": Jsonb(sign_up) if sign_up is not None else None,
+        "next_path": next_path,
     }
     await conn.execute(_INSERT, values)
     return token
@@ -78,7 +84,7 @@ async def use(conn: Connection, purpose: Purpose, token: str) -> Used:
     if row is None:
         raise InvalidLink()
     await void(conn, row["user_id"], purpose)
-    return Used(str(row["user_id"]), row["password_hash"], row["sign_up"])
+    return Used(str(row["user_id"]), row["password_hash"], row["sign_up"], row["next_path"])
 
 
 async def void(conn: Connection, user_id: str, purpose: Purpose | None = None) -> None:

@@ -9,6 +9,7 @@ goes to the address itself). A password reset or change ends every session of th
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import email_validator
@@ -75,6 +76,15 @@ WITH epoch AS (
 )
 DELETE FROM web_sessions WHERE user_id = %(id)s
 """
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """A followed verification link: the token of the reset link that lets the person choose a password (a link
+    sent again carries none), and where signing in goes on to."""
+
+    reset_token: str | None
+    next_path: str | None
 
 
 class SignUp(Params, frozen=True, kw_only=True):
@@ -166,10 +176,11 @@ class People:
         self._passwords = passwords
         self.mail = mail
 
-    async def sign_up(self, conn: Connection, params: SignUp) -> None:
+    async def sign_up(self, conn: Connection, params: SignUp, next_path: str | None = None) -> None:
         """A new person gets a verification link; a known verified address a reset link instead; a known
         unverified one (a sign-up never confirmed) a new verification link that carries this sign-up's password,
-        so that only whoever follows it signs in with it (the person's row keeps the first sign-up's)."""
+        so that only whoever follows it signs in with it (the person's row keeps the first sign-up's). Either
+        link keeps `next_path`, the page of this site the sign-up began on, where signing in goes on to."""
         email = normal_email(params.email)
         invalid(
             {
@@ -186,10 +197,11 @@ class People:
                 await self._create(conn, params, email, password_hash)
                 known = await one_row(await conn.execute(_USER_BY_EMAIL, {"email": email}))
             if known["verified"]:
-                link = await self._reset_link(conn, known["id"], email)
+                link = await self._reset_link(conn, known["id"], email, next_path)
                 await self.mail.send(conn, "account_exists", email, link=link)
                 return
-            await self._send_verification(conn, known["id"], email, password_hash, _asked(params, email))
+            asked = _asked(params, email)
+            await self._send_verification(conn, known["id"], email, password_hash, asked, next_path)
 
     async def _create(self, conn: Connection, params: SignUp, email: str, password_hash: str) -> None:
         """The person, unless a concurrent sign-up created them first."""
@@ -198,29 +210,31 @@ class People:
             async with conn.transaction():
                 await conn.execute(_NEW_USER, values)
 
-    async def resend_verification(self, conn: Connection, email: str) -> None:
+    async def resend_verification(self, conn: Connection, email: str, next_path: str | None = None) -> None:
         """A new verification link for a known, unverified address; nothing otherwise (and the same answer). It
         carries no password: whoever follows it chooses one then (`verify`)."""
         email = normal_email(email)
         async with conn.transaction():
             known = await (await conn.execute(_USER_BY_EMAIL, {"email": email})).fetchone()
             if known is not None and not known["verified"]:
-                await self._send_verification(conn, known["id"], email, None)
+                await self._send_verification(conn, known["id"], email, None, next_path=next_path)
 
-    async def verify(self, conn: Connection, token: str) -> str | None:
-        """Mark the link's person verified. A link sent for a sign-up sets that sign-up's password (None is
-        returned); a link sent again on request carries none, so the password is cleared and a reset token
-        returned, for the person to choose one at once — no password chosen by anyone else ever signs in.
-        `InvalidLink` for a used, expired or unknown link."""
+    async def verify(self, conn: Connection, token: str) -> Verified:
+        """Mark the link's person verified. A link sent for a sign-up sets that sign-up's password; a link sent
+        again on request carries none, so the password is cleared and a reset token given, for the person to
+        choose one at once — no password chosen by anyone else ever signs in. `InvalidLink` for a used, expired
+        or unknown link."""
         async with conn.transaction():
             used = await links.use(conn, "verify", token)
             if used.sign_up is not None:
                 await conn.execute(_SHAPED, {**used.sign_up, "id": used.user_id})
             await self._set_password(conn, used.user_id, used.password_hash)
             if used.password_hash is not None:
-                return None
+                return Verified(None, used.next_path)
             email = (await one_row(await conn.execute(_PERSON, {"id": used.user_id})))["email"]
-            return await links.issue(conn, "reset", used.user_id, email, self._settings.reset_link_lifetime)
+            lifetime = self._settings.reset_link_lifetime
+            reset = await links.issue(conn, "reset", used.user_id, email, lifetime, next_path=used.next_path)
+            return Verified(reset, used.next_path)
 
     async def request_reset(self, conn: Connection, email: str) -> None:
         """A reset link for a known, verified address; nothing otherwise (and the same answer)."""
@@ -231,14 +245,16 @@ class People:
                 link = await self._reset_link(conn, known["id"], email)
                 await self.mail.send(conn, "reset", email, link=link)
 
-    async def reset_password(self, conn: Connection, token: str, password: str, origin: audit_log.Origin) -> str:
+    async def reset_password(self, conn: Connection, token: str, password: str, origin: audit_log.Origin) -> links.Used:
         """The password reset (audit: `password.reset`, from `origin`): sets the password of the link's person
-        and ends every session of theirs; their id. A refused password leaves the link usable."""
+        and ends every session of theirs; the link as used (whose person, and where they go on). A refused
+        password leaves the link usable."""
         if len(password) > MAX_PASSWORD_LENGTH:
             invalid({"password": password_problem(password, "")})
         password_hash = await self._passwords.hash(password)
         async with conn.transaction():
-            user_id = (await links.use(conn, "reset", token)).user_id
+            used = await links.use(conn, "reset", token)
+            user_id = used.user_id
             person = await one_row(await conn.execute(_PERSON, {"id": user_id}))
             invalid({"password": password_problem(password, person["email"])})
             await self._set_password(conn, user_id, password_hash)
@@ -250,7 +266,7 @@ class People:
                 target_id=user_id,
                 origin=origin,
             )
-        return user_id
+        return used
 
     async def change_password(
         self, conn: Connection, user_id: str, current: str, new: str, origin: audit_log.Origin
@@ -283,11 +299,13 @@ class People:
         email: str,
         password_hash: str | None,
         sign_up: dict[str, Any] | None = None,
+        next_path: str | None = None,
     ) -> None:
         lifetime = self._settings.verify_link_lifetime
-        token = await links.issue(conn, "verify", user_id, email, lifetime, password_hash, sign_up)
+        token = await links.issue(conn, "verify", user_id, email, lifetime, password_hash, sign_up, next_path)
         await self.mail.send(conn, "verify", email, link=self.mail.composer.link("/web/verify", token))
 
-    async def _reset_link(self, conn: Connection, user_id: str, email: str) -> str:
-        token = await links.issue(conn, "reset", user_id, email, self._settings.reset_link_lifetime)
+    async def _reset_link(self, conn: Connection, user_id: str, email: str, next_path: str | None = None) -> str:
+        lifetime = self._settings.reset_link_lifetime
+        token = await links.issue(conn, "reset", user_id, email, lifetime, next_path=next_path)
         return self.mail.composer.link("/web/reset", token)

@@ -8,6 +8,7 @@ offers a new one.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,11 +25,14 @@ from rpc.mail.transport import local_mailbox
 from rpc.web import link_cookie
 from rpc.web.auth_api import after_answer, client_address, throttle_people
 from rpc.web.forms import Fields, FormError, read_form, single
-from rpc.web.pages import redirect
+from rpc.web.pages import local_path, redirect, signin_url
 from rpc.web.state import Web, web
 
 PURPOSE = "people"  # of the CSRF tokens of these forms
+# What a form that mails a link does once it has answered: with the form's values, `work(conn, email)`.
+LinkWork = Callable[[Web, dict[str, str]], Callable[[Connection, str], Awaitable[None]]]
 ROLES = ("employer", "candidate")
+MAX_NEXT_LENGTH = 2000  # as the links keep it
 _LINK_INVALID = {
     "verify": "This confirmation link was already used, has expired, or was replaced by a newer one. If your "
     "address is not confirmed yet, we can send you a new link.",
@@ -59,6 +63,16 @@ async def _posted(request: Request, state: Web, *names: str) -> dict[str, str] |
     if not state.sessions.csrf_valid(PURPOSE, state.sessions.signin_cookie_value(request), values["csrf_token"]):
         return state.pages.forbidden()
     return values
+
+
+def _next(path: str | None) -> str:
+    """A `next` of a form or an address: a path of this site (of a sane length), else ''."""
+    return local_path(path, default="") if path and len(path) <= MAX_NEXT_LENGTH else ""
+
+
+def _sign_in(next_path: str | None) -> tuple[str, str]:
+    """The link a page gives to sign in: on to `next_path` (where the person began) when there is one."""
+    return (signin_url(next_path) if next_path else "/web/signin", "Sign in")
 
 
 def _errors(exc: InvalidParams) -> dict[str, str]:
@@ -95,15 +109,17 @@ def _forget_link(request: Request, state: Web, response: Response) -> Response:
 
 
 async def signup_page(request: Request) -> Response:
-    """`GET /web/signup`."""
+    """`GET /web/signup[?next=/path]`: `next`, a page of this site, is where signing in goes once the address
+    is confirmed (the job the person was applying to)."""
     state = web(request)
-    return _form_page(request, state, "signup.html", values={"role": "employer"}, errors={})
+    values = {"role": "employer", "next": _next(request.query_params.get("next"))}
+    return _form_page(request, state, "signup.html", values=values, errors={})
 
 
 async def signup(request: Request) -> Response:
-    """`POST /web/signup` with `email`, `password`, `role`, `display_name`, `account_name`."""
+    """`POST /web/signup` with `email`, `password`, `role`, `display_name`, `account_name` (and `next`)."""
     state = web(request)
-    values = await _posted(request, state, "email", "password", "role", "display_name", "account_name")
+    values = await _posted(request, state, "email", "password", "role", "display_name", "account_name", "next")
     if isinstance(values, Response):
         return values
     shown = {name: value for name, value in values.items() if name not in ("password", "csrf_token")}
@@ -119,7 +135,7 @@ async def signup(request: Request) -> Response:
     try:
         await throttle_people(state.throttle, request, params.email)
         async with state.pool.connection() as conn:
-            await state.people.sign_up(conn, params)
+            await state.people.sign_up(conn, params, _next(values["next"]) or None)
     except RateLimited as exc:
         return state.pages.rate_limited(exc)
     except InvalidParams as exc:
@@ -138,23 +154,29 @@ async def verify(request: Request) -> Response:
         return exchanged
     try:
         async with state.pool.connection() as conn:
-            reset_token = await state.people.verify(conn, link_cookie.token(request))
+            verified = await state.people.verify(conn, link_cookie.token(request))
     except InvalidLink:
         return _link_invalid(request, state, "verify")
-    if reset_token is not None:
+    if verified.reset_token is not None:
         response = redirect("/web/reset")
-        link_cookie.hand_over(response, "/web/reset", reset_token, state.sessions.secure)
+        link_cookie.hand_over(response, "/web/reset", verified.reset_token, state.sessions.secure)
         return _forget_link(request, state, response)
     message = "Your e-mail address is confirmed. You can sign in now."
     response = state.pages.render(
-        "people_message.html", title="E-mail confirmed", message=message, link=("/web/signin", "Sign in")
+        "people_message.html", title="E-mail confirmed", message=message, link=_sign_in(verified.next_path)
     )
     return _forget_link(request, state, response)
 
 
 async def resend_verification(request: Request) -> Response:
-    """`POST /web/verify/resend` with `email`: the same answer whether or not a link was sent."""
-    return await _mail_a_link(request, lambda state: state.people.resend_verification)
+    """`POST /web/verify/resend` with `email` (and `next`): the same answer whether or not a link was sent."""
+    return await _mail_a_link(
+        request,
+        lambda state, values: functools.partial(
+            state.people.resend_verification, next_path=_next(values["next"]) or None
+        ),
+        "next",
+    )
 
 
 # password reset -----------------------------------------------------------------------------------------
@@ -167,16 +189,14 @@ async def reset_request_page(request: Request) -> Response:
 
 async def reset_request(request: Request) -> Response:
     """`POST /web/password-reset` with `email`: the same answer whether or not the address is known."""
-    return await _mail_a_link(request, lambda state: state.people.request_reset)
+    return await _mail_a_link(request, lambda state, values: state.people.request_reset)
 
 
-async def _mail_a_link(
-    request: Request, work: Callable[[Web], Callable[[Connection, str], Awaitable[None]]]
-) -> Response:
-    """The one answer ("check your e-mail") to a form with `email`, given before `work` runs: known and unknown
-    addresses look alike, also to the clock."""
+async def _mail_a_link(request: Request, work: LinkWork, *names: str) -> Response:
+    """The one answer ("check your e-mail") to a form with `email` (and `names`), given before `work` runs:
+    known and unknown addresses look alike, also to the clock."""
     state = web(request)
-    values = await _posted(request, state, "email")
+    values = await _posted(request, state, "email", *names)
     if isinstance(values, Response):
         return values
     if problem := email_problem(normal_email(values["email"])):
@@ -186,7 +206,7 @@ async def _mail_a_link(
     except RateLimited as exc:
         return state.pages.rate_limited(exc)
     answer = _check_email(state, values["email"].strip().lower())
-    answer.background = after_answer(state.pool, work(state), values["email"])
+    answer.background = after_answer(state.pool, work(state, values), values["email"])
     return answer
 
 
@@ -213,7 +233,7 @@ async def reset(request: Request) -> Response:
         await state.throttle.hit_address("people_address", client_address(request))
         async with state.pool.connection() as conn:
             origin = audit_log.Origin.of(request)
-            await state.people.reset_password(conn, link_cookie.token(request), values["password"], origin)
+            used = await state.people.reset_password(conn, link_cookie.token(request), values["password"], origin)
     except RateLimited as exc:
         return state.pages.rate_limited(exc)
     except InvalidLink:
@@ -222,7 +242,7 @@ async def reset(request: Request) -> Response:
         return _form_page(request, state, "reset.html", 422, errors=_errors(exc))
     message = "Your new password is set, and you were signed out everywhere. API keys keep working."
     response = state.pages.render(
-        "people_message.html", title="Password changed", message=message, link=("/web/signin", "Sign in")
+        "people_message.html", title="Password changed", message=message, link=_sign_in(used.next_path)
     )
     return _forget_link(request, state, response)
 
