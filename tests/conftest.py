@@ -19,6 +19,7 @@ import pytest
 from psycopg import sql
 
 from rpc.app import prepare_database
+from tests.browser import Browser
 from tests.smtp import SmtpServer
 from tests.support import Admin, LiveServer, User, eventually, settings_for
 
@@ -203,6 +204,13 @@ def stranger(admin: Admin) -> User:
 def operator(admin: Admin) -> User:
     """A platform admin, in an account of their own."""
     return admin.user("admin")
+
+
+@pytest.fixture
+def browser(live: LiveServer) -> Iterator[Browser]:
+    """A browser profile of its own on the live server (tests/browser.py), closed after the test."""
+    with Browser(live.url) as made:
+        yield made
 
 
 @pytest.fixture

@@ -120,3 +120,17 @@ def mails(smtp: SmtpServer, address: str, subject: str, count: int = 1) -> list[
         return found if len(found) >= count else []
 
     return eventually(arrived, f"{count} message(s) {subject!r} to {address}")
+
+
+def propose(call: Call, who: User, application: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """An offer on `application` made by `who`: a position, a first day, a salary and a week to answer."""
+    values = {
+        "application_id": application["id"],
+        "title": "Backend engineer",
+        "start_date": "2027-01-04",
+        "salary": {"amount": "85000.00", "currency": "EUR", "period": "year"},
+        "expires_at": (dt.datetime.now(dt.UTC) + dt.timedelta(days=7)).isoformat(),
+        **fields,
+    }
+    made: dict[str, Any] = ok(call("offers.create", who, **values))
+    return made

@@ -10,7 +10,7 @@ import datetime as dt
 import re
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -18,7 +18,7 @@ import icalendar
 import pytest
 
 from tests.browser import Browser, location, text
-from tests.loop import Team, book, slot, team
+from tests.loop import Team, book, propose, slot, team
 from tests.smtp import SmtpServer, mailing_settings
 from tests.support import Admin, LiveServer, User, ok
 
@@ -29,13 +29,6 @@ PASSWORD = "a long enough password"
 @pytest.fixture(scope="module")
 def settings(database: str, smtp: SmtpServer, tmp_path_factory: pytest.TempPathFactory) -> Any:
     return mailing_settings(database, smtp, tmp_path_factory.mktemp("data"), PANEL_WRITE_LIMIT_PER_USER="10000/minute")
-
-
-@pytest.fixture
-def browser(live: LiveServer) -> Iterator[Browser]:
-    made = Browser(live.url)
-    yield made
-    made.close()
 
 
 @pytest.fixture
@@ -165,23 +158,10 @@ def test_interviews_on_the_home_page_go_into_a_calendar(
     assert "(cancelled)" in after.text and f'href="{path}"' not in after.text
 
 
-def offer_for(call: Call, team: Team, **fields: Any) -> dict[str, Any]:
-    values = {
-        "application_id": team.application["id"],
-        "title": "Harbour pilot",
-        "start_date": "2027-03-01",
-        "salary": {"amount": "61000", "currency": "EUR", "period": "year"},
-        "expires_at": (dt.datetime.now(dt.UTC) + dt.timedelta(days=7)).isoformat(),
-        **fields,
-    }
-    made = ok(call("offers.create", team.owner, **values))
-    return ok(call("offers.send", team.owner, id=made["id"]))  # type: ignore[no-any-return]
-
-
 def test_an_offer_is_declined_on_the_home_page(
     browser: Browser, hiring: Team, call: Call, admin: Admin, live: LiveServer
 ) -> None:
-    offer = offer_for(call, hiring)
+    offer = ok(call("offers.send", hiring.owner, id=propose(call, hiring.owner, hiring.application)["id"]))
     action = f"/me/offers/{offer['id']}/respond"
     with Browser(live.url) as other:
         other.sign_in(admin.user("candidate"))
@@ -193,7 +173,7 @@ def test_an_offer_is_declined_on_the_home_page(
         assert stolen.status_code == 404
     browser.sign_in(hiring.candidate)
     home = browser.get("/me")
-    assert "61000 EUR a year" in text(home) and f'action="{action}"' in home.text
+    assert "85000.00 EUR a year" in text(home) and f'action="{action}"' in home.text
     assert "Within band" not in home.text and "approvals" not in home.text.lower(), "nothing internal"
     forged = browser.submit(home, action, fill={"csrf_token": "forged"}, button=("decision", "decline"))
     assert forged.status_code == 403

@@ -23,7 +23,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.chromium import Watched, launched, off_loop, watched_page
 from tests.files_support import one_page_pdf
-from tests.loop import ZONE
+from tests.loop import ZONE, propose
 from tests.smtp import SmtpServer, mailing_settings
 from tests.support import Admin, LiveServer, User, ok
 
@@ -77,6 +77,7 @@ def local(moment: dt.datetime) -> dt.datetime:
 def test_an_employer_hires_from_the_desk(pages: Callable[[], Page], admin: Admin, call: Call) -> None:
     owner = off_loop(admin.user, "employer")
     colleague = off_loop(admin.user, "employer", account_id=owner.account_id)
+    ok(call("profile.update", owner, display_name="Ada Lovelace"))
     ok(call("profile.update", colleague, display_name="Grace Hopper"))
     page = pages()
     sign_in(page, owner)
@@ -252,18 +253,10 @@ def test_a_candidate_signs_up_from_a_job_applies_saves_an_alert_and_accepts_the_
             video_url="https://meet.example.com/harbour",
         )
     )
-    offer = ok(
-        call(
-            "offers.create",
-            owner,
-            application_id=application["id"],
-            title="Harbour pilot",
-            start_date="2027-03-01",
-            salary={"amount": "61000", "currency": "EUR", "period": "year"},
-            expires_at=(dt.datetime.now(dt.UTC) + dt.timedelta(days=7)).isoformat(),
-        )
+    made = propose(
+        call, owner, application, title="Harbour pilot", salary={"amount": "61000", "currency": "EUR", "period": "year"}
     )
-    ok(call("offers.send", owner, id=offer["id"]))
+    ok(call("offers.send", owner, id=made["id"]))
 
     page.goto("/me")
     expect(page.get_by_role("heading", name="Interview for Harbour pilot")).to_be_visible()
@@ -277,7 +270,7 @@ def test_a_candidate_signs_up_from_a_job_applies_saves_an_alert_and_accepts_the_
     page.get_by_label("A word for the employer (optional)").fill("Delighted; see you on the first of March.")
     page.get_by_role("button", name="Accept the offer").click()
     expect(page.get_by_role("status").first).to_contain_text("You accepted the offer")
-    assert ok(call("offers.get", owner, id=offer["id"]))["status"] == "accepted"
+    assert ok(call("offers.get", owner, id=made["id"]))["status"] == "accepted"
     assert ok(call("applications.get", owner, id=application["id"]))["status"] == "hired"
 
 

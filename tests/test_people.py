@@ -7,7 +7,6 @@ import hashlib
 import statistics
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -25,13 +24,6 @@ PASSWORD = "a long enough password"
 @pytest.fixture(scope="module")
 def settings(database: str, smtp: SmtpServer, tmp_path_factory: pytest.TempPathFactory) -> Any:
     return mailing_settings(database, smtp, tmp_path_factory.mktemp("data"), MAIL_FROM="Hire <hello@hire.test>")
-
-
-@pytest.fixture
-def browser(live: LiveServer) -> Iterator[Browser]:
-    made = Browser(live.url)
-    yield made
-    made.close()
 
 
 def new_email() -> str:

@@ -9,7 +9,7 @@ import json
 import re
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from html.parser import HTMLParser
 from typing import Any
 
@@ -21,7 +21,7 @@ from procedures.public_pages.xmltext import cdata
 from rpc.settings import SettingsError
 from tests.browser import Browser, location, text
 from tests.smtp import SmtpServer, mailing_settings
-from tests.support import Admin, LiveServer, User, ok, settings_for
+from tests.support import Admin, User, ok, settings_for
 
 HOSTILE = "</script><script>alert(1)</script> \"quoted\" 'single' ]]> & <b>bold</b>"
 PER_FILE = 3
@@ -42,13 +42,6 @@ def settings(database: str, smtp: SmtpServer, tmp_path_factory: pytest.TempPathF
         SITEMAP_URLS_PER_FILE=str(PER_FILE),
         JOB_VALID_DAYS="30",
     )
-
-
-@pytest.fixture
-def browser(live: LiveServer) -> Iterator[Browser]:
-    made = Browser(live.url)
-    yield made
-    made.close()
 
 
 Publish = Callable[..., dict[str, Any]]

@@ -44,13 +44,6 @@ def person(admin: Admin) -> User:
     return admin.user("candidate")
 
 
-@pytest.fixture
-def browser(live: LiveServer) -> Iterator[Browser]:
-    made = Browser(live.url)
-    yield made
-    made.close()
-
-
 def _job(call: Call, employer: User) -> str:
     made = ok(call("jobs.create", employer, title=f"job-{uuid.uuid4().hex[:8]}", company="Acme", location="Izmir"))
     return str(ok(call("jobs.publish", employer, id=made["id"]))["id"])

@@ -23,13 +23,6 @@ def settings(database: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
     return settings_for(database, DATA_DIR=str(tmp_path_factory.mktemp("data")), SIGNIN_LIMIT_PER_EMAIL="100000/minute")
 
 
-@pytest.fixture
-def browser(live: LiveServer) -> Iterator[Browser]:
-    made = Browser(live.url)
-    yield made
-    made.close()
-
-
 def set_cookies(response: httpx.Response) -> dict[str, Any]:
     """The Set-Cookie headers of a response, by cookie name."""
     jar: dict[str, Any] = {}

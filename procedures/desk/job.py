@@ -58,9 +58,7 @@ async def save(panel: Panel) -> Response:
 async def publish(panel: Panel) -> Response:
     """`POST /panel/jobs/{id}/publish`."""
     job = await _job(panel)
-    try:
-        await calls.run(panel, publish_job, IdParams(id=job.id))
-    except calls.Refused as refused:
+    if refused := await calls.attempt(panel, publish_job, IdParams(id=job.id)):
         return await show(panel, status=refused.status, alert=said(refused))
     return back_to(f"/panel/jobs/{job.id}", "job_published")
 
@@ -75,9 +73,7 @@ async def confirm_close(panel: Panel) -> Response:
 async def close(panel: Panel) -> Response:
     """`POST /panel/jobs/{id}/close`."""
     job = await _job(panel)
-    try:
-        await calls.run(panel, close_job, IdParams(id=job.id))
-    except calls.Refused as refused:
+    if refused := await calls.attempt(panel, close_job, IdParams(id=job.id)):
         return render(panel, "job_close.html", refused.status, job=job, error=said(refused))
     return back_to(f"/panel/jobs/{job.id}", "job_closed")
 

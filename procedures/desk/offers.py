@@ -76,9 +76,7 @@ async def approve(panel: Panel) -> Response:
 async def send(panel: Panel) -> Response:
     """`POST /panel/offers/{id}/send`."""
     offer = await _offer(panel)
-    try:
-        await calls.run(panel, send_offer, IdParams(id=offer.id))
-    except calls.Refused as refused:
+    if refused := await calls.attempt(panel, send_offer, IdParams(id=offer.id)):
         form = {form_name(offer.id): FormState(message=said(refused))}
         return await show(panel, offer.application_id, form, refused.status)
     return back_to(f"/panel/applications/{offer.application_id}", "offer_sent", "offers")
@@ -94,9 +92,7 @@ async def confirm_cancel(panel: Panel) -> Response:
 async def cancel(panel: Panel) -> Response:
     """`POST /panel/offers/{id}/cancel`: withdrawn; a candidate it was sent to is told by e-mail."""
     offer = await _offer(panel)
-    try:
-        await calls.run(panel, cancel_offer, IdParams(id=offer.id))
-    except calls.Refused as refused:
+    if refused := await calls.attempt(panel, cancel_offer, IdParams(id=offer.id)):
         return await _cancelling(panel, offer, refused.status, said(refused))
     return back_to(f"/panel/applications/{offer.application_id}", "offer_cancelled", "offers")
 

@@ -87,6 +87,15 @@ async def run(panel: Panel, handler: Handler[P, R], params: P) -> R:
         raise Refused.of(error) from exc
 
 
+async def attempt(panel: Panel, handler: Handler[P, Any], params: P) -> Refused | None:
+    """`run`, for a form whose page shows no result: None when it was done, else what the procedure refused."""
+    try:
+        await run(panel, handler, params)
+    except Refused as refused:
+        return refused
+    return None
+
+
 def registered(panel: Panel, handler: Handler[Any, Any]) -> Procedure:
     """The registered procedure whose code `handler` is."""
     found = next((proc for proc in panel.services.registry if proc.handler is handler), None)

@@ -44,9 +44,7 @@ async def confirm_withdrawal(panel: Panel) -> Response:
 @page
 async def withdraw_application(panel: Panel) -> Response:
     """`POST /me/applications/{id}/withdraw`."""
-    try:
-        await calls.run(panel, withdraw, IdParams(id=panel.path("id")))
-    except calls.Refused as refused:  # already final (409), or a role that applies to nothing (403)
+    if refused := await calls.attempt(panel, withdraw, IdParams(id=panel.path("id"))):  # final, or not a candidate
         return await home.page(panel.request, panel.conn, panel.user, status=refused.status, error=refused.message)
     return redirect("/me?notice=withdrawn")
 
