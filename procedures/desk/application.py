@@ -11,14 +11,12 @@ from collections.abc import Mapping
 
 from starlette.responses import Response
 
-from procedures.applications.scorecards.shapes import RECOMMENDATION
 from procedures.desk import dossier as dossiers
 from procedures.desk.dossier import Dossier
 from procedures.desk.pages import FormState, desk_page, render
 from procedures.desk.times import ZONES, wall
 from rpc.panel.handler import Panel
 
-DURATIONS = (15, 30, 45, 60, 90, 120, 180, 240, 480)  # minutes an interview may be booked for, on the form
 RECOMMENDATIONS = {"strong_yes": "Strong yes", "yes": "Yes", "no": "No", "strong_no": "Strong no"}
 RATINGS = {1: "1 — weak", 2: "2", 3: "3", 4: "4 — strong"}
 MOST_APPROVERS = 5
@@ -52,9 +50,7 @@ async def show(
         candidate=dossier.found.candidate,
         forms=forms,
         zones=ZONES,
-        durations=DURATIONS,
         recommendations=RECOMMENDATIONS,
-        recommendation_hint=RECOMMENDATION,
         ratings=RATINGS,
         approver_places=range(MOST_APPROVERS),
         empty=FormState(),

@@ -19,12 +19,12 @@ PER_PAGE = 25
 FIELDS = ("title", "company", "location", "employment_type", "description", "scorecard_attributes")
 
 # How many of a job's applications stand in each status: an index-only count on (job_id, status).
-COUNTS = """coalesce((SELECT json_object_agg(c.status, c.n) FROM (
+_COUNTS = """coalesce((SELECT json_object_agg(c.status, c.n) FROM (
     SELECT a.status, count(*) AS n FROM applications AS a WHERE a.job_id = j.id GROUP BY a.status) AS c),
     json_build_object())"""
 _JOBS = f"""
 SELECT j.id::text AS id, j.title, j.company, j.location, j.status, j.created_at, j.published_at, j.closed_at,
-       {COUNTS} AS counts
+       {_COUNTS} AS counts
 FROM jobs AS j
 WHERE j.account_id = %(account_id)s {{after}}
 ORDER BY j.created_at DESC, j.id DESC

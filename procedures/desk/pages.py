@@ -44,7 +44,7 @@ NOTICES = {
     "scheduled": "The interview is booked. Everyone on it gets an invitation their calendar understands.",
     "rescheduled": "The interview was changed. Everyone on it gets the updated invitation.",
     "interview_cancelled": "The interview was cancelled. Everyone on it gets a cancellation for their calendar.",
-    "scorecard": "Your scorecard was submitted. You now see the other interviewers' scorecards.",
+    "scorecard": "Your scorecard was submitted; it is final.",
     "offer_created": "The offer was created.",
     "offer_decided": "Your decision on the offer was saved.",
     "offer_sent": "The offer was sent. The candidate answers it on their page.",
