@@ -53,8 +53,9 @@ def test_openapi_lists_every_procedure_with_its_scope(client: httpx.Client) -> N
 
 
 def test_ids_are_documented_as_strings_and_any_other_value_is_not_found(client: httpx.Client, admin: Admin) -> None:
-    """An id is sent as a string; whatever else arrives in its place is the `404` of an unknown id (never a `422`
-    that would tell ids apart from other values), and the document says only the string."""
+    """An id is sent as a string (or null where it may be left out); whatever else arrives in its place is the
+    `404` of an unknown id (never a `422` that would tell ids apart from other values), and the document says only
+    that."""
     answer = client.get("/openapi.json")
     assert '{"type":"integer"},{"type":"number"},{"type":"boolean"}' not in answer.text.replace(" ", "")
     document = answer.json()
@@ -64,6 +65,8 @@ def test_ids_are_documented_as_strings_and_any_other_value_is_not_found(client: 
     assert properties["job_id"]["type"] == "string"
     assert properties["resume_file_id"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
     assert properties["attachment_file_ids"]["items"]["type"] == "string"
+    cleared = document["components"]["schemas"]["UpdateProfile"]["properties"]["resume_file_id"]
+    assert cleared["anyOf"] == [{"type": "string"}, {"type": "null"}], "null clears the profile's résumé"
     user = admin.user("employer")
     for value in (5, 2.5, True, None):
         answer = client.post("/v1/jobs.get", json={"id": value}, headers=user.auth)

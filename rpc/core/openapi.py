@@ -166,22 +166,26 @@ def _query_parameters(params: Mapping[str, Any], example: Mapping[str, Any]) -> 
 
 
 # What msgspec writes for `rpc.core.fields.Id`: any JSON scalar, so that a malformed id is the `404` of an unknown
-# one rather than a `422` that tells ids apart from other values. A client sends a string.
+# one rather than a `422` that tells ids apart from other values. A client sends a string, and `null` where the
+# field may be left out (a partial update's `null` clears it).
 _ANY_SCALAR = [{"type": kind} for kind in ("string", "integer", "number", "boolean", "null")]
+_TEXT_OR_NULL = [{"type": "string"}, {"type": "null"}]
 
 
-def _ids_as_text(node: Any) -> Any:
-    """`node` with every id's schema said as what clients send: a string."""
-    if isinstance(node, dict):
-        if node.get("anyOf") == _ANY_SCALAR:
-            rest = {key: value for key, value in node.items() if key != "anyOf"}
-            if "default" in rest and rest["default"] is None:  # an optional id: null leaves it out
-                return {**rest, "anyOf": [{"type": "string"}, {"type": "null"}]}
-            return {**rest, "type": "string"}
-        return {key: _ids_as_text(value) for key, value in node.items()}
+def _ids_as_text(node: Any, required: bool = True) -> Any:
+    """`node` with every id's schema said as what clients send: a string, or null where the id is optional."""
     if isinstance(node, list):
         return [_ids_as_text(item) for item in node]
-    return node
+    if not isinstance(node, dict):
+        return node
+    if node.get("anyOf") == _ANY_SCALAR:
+        rest = {key: value for key, value in node.items() if key != "anyOf"}
+        return {**rest, "anyOf": _TEXT_OR_NULL} if not required else {**rest, "type": "string"}
+    needed = set(node.get("required", ()))
+    shown = {key: _ids_as_text(value) for key, value in node.items() if key != "properties"}
+    if "properties" in node:
+        shown["properties"] = {name: _ids_as_text(value, name in needed) for name, value in node["properties"].items()}
+    return shown
 
 
 def _without_null(schema: Mapping[str, Any]) -> dict[str, Any]:
