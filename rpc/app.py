@@ -30,7 +30,7 @@ from rpc.core.openapi import openapi_document
 from rpc.core.registry import Registry, registry
 from rpc.core.responses import error_response, json_response
 from rpc.core.vocabulary import Vocabulary
-from rpc.db.migrate import migrate
+from rpc.db.migrate import migrate_as_configured
 from rpc.dispatch.dispatcher import ANY_METHOD, unknown_version
 from rpc.outbox.queue import ensure_queue_schema
 from rpc.panel import routes as panel
@@ -76,7 +76,9 @@ def version() -> str:
 async def prepare_database(settings: Settings, database_url: str) -> int:
     """Everything a database needs before serving: our schema, the queue's schema, a first signing key."""
     sealer = Sealer(settings.secret_key)
-    return await migrate(database_url, ensure_queue_schema, lambda conn: ensure_signing_key(conn, sealer))
+    return await migrate_as_configured(
+        settings, database_url, ensure_queue_schema, lambda conn: ensure_signing_key(conn, sealer)
+    )
 
 
 def create_app(settings: Settings, database_url: str | None = None, *, deliver: bool = True) -> Front:

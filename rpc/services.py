@@ -30,6 +30,7 @@ from rpc.core.periodic import Periodic
 from rpc.core.registry import Registry
 from rpc.core.vocabulary import Vocabulary
 from rpc.db.pool import Pool, open_pool
+from rpc.db.reads import Reads
 from rpc.dispatch.dispatcher import Dispatcher
 from rpc.files import sweep
 from rpc.files.service import Files
@@ -47,7 +48,7 @@ from rpc.privacy.steps import PrivacySteps
 from rpc.search.index import SearchIndex
 from rpc.settings import Settings
 from rpc.worker import disabling
-from rpc.worker.runtime import run_worker, worker_app
+from rpc.worker.runtime import queue_pool, run_worker, worker_app
 
 IN_PROCESS_CONCURRENCY = 10
 
@@ -58,6 +59,7 @@ class Services:
     registry: Registry
     vocabulary: Vocabulary  # scopes, plans, event kinds, for the panel's forms
     pool: Pool
+    reads: Reads  # where reads go: the replicas that have replayed their position, else `pool` (docs/scaling.md)
     http: httpx.AsyncClient  # outgoing calls (the payment provider's checkout from the panel's Billing page)
     keyring: KeyRing
     identity: IdentityProvider
@@ -84,6 +86,7 @@ class Services:
         """Everything opened; with `deliver`, a webhook worker runs in this process too (drained at exit)."""
         async with contextlib.AsyncExitStack() as stack:
             pool = await stack.enter_async_context(open_pool(settings, database_url))
+            reads = await stack.enter_async_context(Reads.running(settings, pool, database_url))
             http = await stack.enter_async_context(httpx.AsyncClient(trust_env=False, follow_redirects=False))
             async with pool.connection() as conn:
                 keyring = await KeyRing.load(conn, Sealer(settings.secret_key))
@@ -93,14 +96,14 @@ class Services:
                 vocabulary = dataclasses.replace(vocabulary, plans=development_budgets(vocabulary.plans))
             emitter = build_emitter(settings, vocabulary.event_kinds)
             external = ExternalProvider(settings, http) if settings.auth_issuer else None
-            metrics = Metrics(settings.metrics_allow, pool)
+            metrics = Metrics(settings.metrics_allow, pool, reads)
             counters = open_storage(settings.rate_limit_storage)
             passwords = Passwords(settings.password_hash_concurrency)
             mail = Mail(settings, emitter.queue, business.mail_subjects, business.mail_templates)
             files = Files.of(settings)
             indexes = {
                 corpus.name: await stack.enter_async_context(
-                    SearchIndex.running(corpus, settings.search_path, pool, database_url, settings.search_flush_seconds)
+                    SearchIndex.running(corpus, settings.search_path, reads, settings.search_flush_seconds)
                 )
                 for corpus in business.corpora
             }
@@ -110,13 +113,14 @@ class Services:
                 registry=registry,
                 vocabulary=vocabulary,
                 pool=pool,
+                reads=reads,
                 http=http,
                 keyring=keyring,
                 identity=IdentityProvider(settings, keyring, passwords),
                 throttle=_throttle(settings, counters),
                 dispatcher=Dispatcher(
                     registry,
-                    pool,
+                    reads,
                     Authenticator(settings, keyring, external),
                     RateLimiter(counters, vocabulary.plans),
                     settings,
@@ -144,10 +148,11 @@ class Services:
             )
             if deliver:
                 sender = await stack.enter_async_context(Sender(guard(settings)))
+                queue, listen = await stack.enter_async_context(queue_pool(settings, pool))
                 app = worker_app(periodic_work(settings, business))
-                await app.open_async(pool)
+                await app.open_async(queue)
                 deliverer = Deliverer(settings, pool, sender, metrics, concurrency=IN_PROCESS_CONCURRENCY)
-                worker = run_worker(app, deliverer, emitter, settings, signals=False)
+                worker = run_worker(app, deliverer, emitter, settings, signals=False, listen=listen)
                 # Cancelled at exit: no new job is taken; the attempts in flight are made and settled.
                 await stack.enter_async_context(in_background(worker))
             yield services
@@ -189,12 +194,16 @@ def _throttle(settings: Settings, counters: Storage) -> Throttle:
 
 async def deliver_only(settings: Settings, database_url: str, business: Business, concurrency: int) -> None:
     """`bin/worker`: delivery and the periodic work alone, until SIGTERM; running attempts are drained first."""
-    async with open_pool(settings, database_url) as pool, Sender(guard(settings)) as sender:
+    async with (
+        open_pool(settings, database_url) as pool,
+        queue_pool(settings, pool) as (queue, listen),
+        Sender(guard(settings)) as sender,
+    ):
         app = worker_app(periodic_work(settings, business))
-        await app.open_async(pool)
+        await app.open_async(queue)
         emitter = build_emitter(settings, business.vocabulary.event_kinds)
         deliverer = Deliverer(settings, pool, sender, concurrency=concurrency)
-        await run_worker(app, deliverer, emitter, settings, signals=True)
+        await run_worker(app, deliverer, emitter, settings, signals=True, listen=listen)
 
 
 @contextlib.asynccontextmanager

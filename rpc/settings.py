@@ -21,6 +21,9 @@ DEFAULT_DATA_DIR = PROJECT / ".data"
 # Seconds before each attempt to send an e-mail: retried for two days (docs/people.md: at least one).
 MAIL_RETRY_WAITS = (0, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 43200, 86400)
 Environment = Literal["development", "test", "production"]
+# How the service reaches PostgreSQL: directly or through a pooler that keeps a client's server session
+# ("session"), or through one that hands a server session to another client after each transaction.
+Pooler = Literal["session", "transaction"]
 S = TypeVar("S", bound=msgspec.Struct)
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$")
 
@@ -33,6 +36,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """The service's configuration; see the README's settings table for each variable."""
 
     database_url: str | None = None
+    # Many hosts (docs/scaling.md): streaming replicas of DATABASE_URL that may answer reads, how long a read waits
+    # for one to replay its position (ms), and the replay lag beyond which a replica is left out (seconds).
+    database_replica_urls: tuple[str, ...] = ()
+    replica_wait_ms: float = 20.0
+    replica_max_lag_seconds: float = 10.0
+    database_pooler: Pooler = "session"
+    # A connection that bypasses the pooler, for what needs a session of its own (the migrations' lock, LISTEN).
+    database_direct_url: str | None = None
     service_env: Environment = "development"
     public_url: str = "http://127.0.0.1:8000"
     secret_key: str
@@ -89,6 +100,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return f"Settings(service_env={self.service_env!r}, public_url={self.public_url!r})"
 
     @property
+    def pooled_by_transaction(self) -> bool:
+        """Whether a server session may serve another client after each transaction: nothing may outlive one."""
+        return self.database_pooler == "transaction"
+
+    @property
     def production(self) -> bool:
         return self.service_env == "production"
 
@@ -138,6 +154,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         default_algorithms = "HS256" if jwt_secret else "RS256,ES256"
         values = {
             "database_url": env.get("DATABASE_URL") or None,
+            "database_replica_urls": _names(env.get("DATABASE_REPLICA_URLS", "")),
+            "replica_wait_ms": env.get("REPLICA_WAIT_MS", "20"),
+            "replica_max_lag_seconds": env.get("REPLICA_MAX_LAG_SECONDS", "10"),
+            "database_pooler": env.get("DATABASE_POOLER") or "session",
+            "database_direct_url": env.get("DATABASE_DIRECT_URL") or None,
             "service_env": env.get("SERVICE_ENV", "development"),
             "public_url": env.get("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/"),
             "secret_key": env.get("SERVICE_SECRET_KEY") or _key_file_secret(data_dir),
@@ -184,6 +205,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             "db_pool_timeout": env.get("DB_POOL_TIMEOUT", "5"),
             "environment": tuple(sorted(env.items())),
         }
+        if values["database_pooler"] not in ("session", "transaction"):
+            raise SettingsError(
+                "DATABASE_POOLER is transaction (a pooler such as PgBouncer in transaction mode) or session (the "
+                "default: a direct connection, or a pooler that keeps a client's session); statement pooling cannot "
+                "run the service's transactions"
+            )
         try:
             settings = msgspec.convert(values, cls, strict=False)
         except msgspec.ValidationError as exc:
@@ -243,6 +270,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 "FILES_STORE is empty (the bytes live under DATA_DIR/files/) or s3://bucket/prefix, e.g. "
                 "s3://hire-files/resumes"
             )
+        self._validate_databases()
         if len(self.secret_key) < 32:
             raise SettingsError("SERVICE_SECRET_KEY must be at least 32 characters")
         if self.production and urllib.parse.urlsplit(self.public_url).scheme != "https":
@@ -251,6 +279,18 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 "invitations, the job alerts' one-click unsubscribe), its job pages and its OAuth issuer are made "
                 "from it"
             )
+
+    def _validate_databases(self) -> None:
+        if self.database_replica_urls and not self.database_url:
+            raise SettingsError("DATABASE_REPLICA_URLS needs DATABASE_URL: replicas are replicas of a primary")
+        if len(set(self.database_replica_urls)) != len(self.database_replica_urls):
+            raise SettingsError("DATABASE_REPLICA_URLS names a replica twice")
+        if self.database_url in self.database_replica_urls:
+            raise SettingsError("DATABASE_REPLICA_URLS names DATABASE_URL: list the primary's replicas, not itself")
+        if not 0 <= self.replica_wait_ms <= 10_000:
+            raise SettingsError("REPLICA_WAIT_MS is between 0 and 10000 milliseconds")
+        if self.replica_max_lag_seconds <= 0:
+            raise SettingsError("REPLICA_MAX_LAG_SECONDS must be positive (fractions allowed)")
 
 
 def _floats(text: str) -> list[float]:

@@ -104,7 +104,7 @@ async def _answer(
     async def write(conn: Connection, published: Published, directory: Path) -> None:
         await kind.write(conn, published, directory, settings)
 
-    rendition = await renderer.current(shelf, current.version, running.pool, write, settings.render_wait)
+    rendition = await renderer.current(shelf, current.version, running.reads, write, settings.render_wait)
     opened = rendition.open(f"{document}.xml")
     if opened is None:  # the newest rendition is older, and has fewer sitemap files
         return _not_found()

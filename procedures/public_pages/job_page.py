@@ -8,14 +8,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from procedures.jobs.search.jobs import search_jobs
-from procedures.jobs.search.request import SearchJobs
+from procedures.jobs.search.request import SearchJobs, SearchPage
 from procedures.public_pages.jobposting import LABELS, description_html, job_posting, script_json
 from procedures.public_pages.settings import PublicSettings
 from procedures.public_pages.site import find_job, job_gone, public, render, visitor_context
 from procedures.published_cache import PROBE, PROBE_SQL
-from rpc.api import Principal, RpcError
+from rpc.api import Connection, Principal, RpcError
 from rpc.services import services
-from rpc.web.state import web
 
 # jobs.search reads nothing of its caller: the public search page calls it as this visitor.
 VISITOR = Principal(user_id="", account_id="", role="candidate", plan="free", credential="session")
@@ -24,8 +23,8 @@ SHOWN = 20
 
 async def job_page(request: Request, settings: PublicSettings) -> Response:
     """The page of a published job; `410` closed, `404` draft, unknown or malformed."""
-    async with web(request).pool.connection() as conn:
-        job = await find_job(conn, request.path_params["id"])
+    job_id = request.path_params["id"]
+    job = await services(request).reads.current(lambda conn: find_job(conn, job_id))
     if gone := job_gone(job):
         return public(gone)
     assert job is not None
@@ -53,10 +52,13 @@ async def search_page(request: Request) -> Response:
             "search.html", 400, q=q, found=None, error="Use at most 200 characters, without control characters."
         )
     state = services(request)
-    async with state.pool.connection() as conn:
+
+    async def search(conn: Connection) -> SearchPage:
         ctx = visitor_context(request, conn, state, VISITOR, "jobs.search", probes={PROBE: PROBE_SQL})
-        try:
-            found = await search_jobs(ctx, params)
-        except RpcError as exc:
-            return render("search.html", exc.status, q=q, found=None, error=exc.message)
+        return await search_jobs(ctx, params)
+
+    try:
+        found = await state.reads.current(search)
+    except RpcError as exc:
+        return render("search.html", exc.status, q=q, found=None, error=exc.message)
     return public(render("search.html", q=q, found=found, error=None))

@@ -38,6 +38,7 @@ from procedures.public_pages.snapshot import Published, read_snapshot
 from rpc.api import Connection, Unavailable, one_row
 from rpc.core.memory import Slot
 from rpc.db.pool import Pool
+from rpc.db.reads import Reads
 from rpc.search.slots import IDENTITY_SQL
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ class Renderer:
         key = hashlib.sha256(f"{self._identity}\n{FORMAT}\n{written_with}".encode()).hexdigest()[:16]
         return Shelf(root / key / name)
 
-    async def current(self, shelf: Shelf, wanted: int, pool: Pool, write: Write, wait: float) -> Rendition:
+    async def current(self, shelf: Shelf, wanted: int, reads: Reads, write: Write, wait: float) -> Rendition:
         """The rendition of version `wanted` (or a newer one) once rendered within `wait` seconds; else the newest
         there is; `503` when there is none and none could be made."""
         deadline = time.monotonic() + wait
@@ -147,7 +148,7 @@ class Renderer:
                 return newest
             render = self._running.get(shelf.path)
             if render is None or render.done():
-                render = self._start(shelf, pool, write)
+                render = self._start(shelf, reads, write)
             try:
                 # Shielded: a reader that leaves does not stop the render the others wait for.
                 await asyncio.wait_for(asyncio.shield(render), None if newest is None else deadline - time.monotonic())
@@ -158,8 +159,8 @@ class Renderer:
             raise Unavailable("This document could not be prepared just now; retry in a moment.")
         return newest
 
-    def _start(self, shelf: Shelf, pool: Pool, write: Write) -> asyncio.Task[None]:
-        render = asyncio.create_task(_render(shelf, pool, write))
+    def _start(self, shelf: Shelf, reads: Reads, write: Write) -> asyncio.Task[None]:
+        render = asyncio.create_task(_render(shelf, reads, write))
         self._running[shelf.path] = render
         render.add_done_callback(lambda done: self._forget(shelf.path, done))
         return render
@@ -172,11 +173,11 @@ class Renderer:
 RENDERER: Slot[Renderer] = Slot("public_pages.renderer", Renderer)
 
 
-async def _render(shelf: Shelf, pool: Pool, write: Write) -> None:
+async def _render(shelf: Shelf, reads: Reads, write: Write) -> None:
     """The current version's rendition, unless another process of the host made it meanwhile. A failure is
     logged and leaves the shelf as it was (its readers get the newest rendition there is)."""
     try:
-        async with shelf.locked(), read_snapshot(pool) as (conn, published):
+        async with shelf.locked(), read_snapshot(reads) as (conn, published):
             newest = shelf.newest()
             if newest is not None and newest.published.version >= published.version:
                 return

@@ -15,6 +15,7 @@ from starlette.requests import Request
 
 from rpc.api import Connection, one_row
 from rpc.db.pool import Pool
+from rpc.db.reads import Reads
 
 BATCH = 500
 _STATE = "SELECT version, changed_at, total FROM job_totals WHERE status = 'published'"
@@ -64,10 +65,12 @@ async def published_state(pool: Pool) -> Published:
 
 
 @contextlib.asynccontextmanager
-async def read_snapshot(pool: Pool) -> AsyncIterator[tuple[Connection, Published]]:
-    """The one read of a render: a connection of `pool` in a read-only, repeatable-read transaction, and the
-    published set as it sees it, for the block's duration (which reads at the pace of a disk, never of a client)."""
-    async with pool.connection() as conn, conn.transaction():
+async def read_snapshot(reads: Reads) -> AsyncIterator[tuple[Connection, Published]]:
+    """The one read of a render: a connection in a read-only, repeatable-read transaction, and the published set
+    as it sees it, for the block's duration (which reads at the pace of a disk, never of a client). With replicas,
+    one that has replayed the primary's position as of now (so it shows every version read before), else the
+    primary."""
+    async with reads.connection(await reads.now()) as conn, conn.transaction():
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         yield conn, Published(**await one_row(await conn.execute(_STATE)))
 

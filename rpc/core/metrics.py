@@ -8,11 +8,13 @@ itself: scrape them one by one, or run one server process per container.
 from __future__ import annotations
 
 import ipaddress
+import math
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from psycopg_pool import AsyncConnectionPool
 from starlette.requests import Request
@@ -24,13 +26,25 @@ _QUEUE_DEPTH = "SELECT status::text AS status, count(*) AS n FROM procrastinate_
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+class DatabaseUse(Protocol):
+    """Where this process's reads went (`rpc.db.reads.Reads`), read when scraped."""
+
+    def reads_by_database(self) -> Mapping[str, int]: ...
+
+    def fallbacks_by_reason(self) -> Mapping[str, int]: ...
+
+    def replica_states(self) -> Iterable[tuple[str, bool, float | None]]:
+        """Each replica's name, whether it answers reads, and its lag in seconds (None: not known, it is down)."""
+        ...
+
+
 class Metrics:
     """What this process counts."""
 
-    def __init__(self, allow: Iterable[str], pool: AsyncConnectionPool[Connection]) -> None:
+    def __init__(self, allow: Iterable[str], pool: AsyncConnectionPool[Connection], databases: DatabaseUse) -> None:
         self.registry = CollectorRegistry()
         self._pool = pool
-        self._scraped = _Scraped(pool)
+        self._scraped = _Scraped(pool, databases)
         self.registry.register(self._scraped)
         self._allow = tuple(ipaddress.ip_network(net, strict=False) for net in allow)
         self.requests = Counter(
@@ -82,10 +96,11 @@ class Metrics:
 
 
 class _Scraped(Collector):
-    """Gauges read when scraped: connection pool use, and queue jobs by state."""
+    """Read when scraped: connection pool use, queue jobs by state, reads by database and the replicas' state."""
 
-    def __init__(self, pool: AsyncConnectionPool[Connection]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Connection], databases: DatabaseUse) -> None:
         self._pool = pool
+        self._databases = databases
         self.depth: dict[str, int] = {}
 
     def collect(self) -> Iterator[Metric]:
@@ -99,6 +114,28 @@ class _Scraped(Collector):
         for state, count in self.depth.items():
             queue.add_metric([state], count)
         yield queue
+        yield from self._reads()
+
+    def _reads(self) -> Iterator[Metric]:
+        reads = CounterMetricFamily("hire_db_reads", "Reads by the database that answered them.", labels=["database"])
+        for database, count in self._databases.reads_by_database().items():
+            reads.add_metric([database], count)
+        yield reads
+        fallbacks = CounterMetricFamily(
+            "hire_replica_fallbacks", "Reads a replica could have answered, answered by the primary.", labels=["reason"]
+        )
+        for reason, count in self._databases.fallbacks_by_reason().items():
+            fallbacks.add_metric([reason], count)
+        yield fallbacks
+        up = GaugeMetricFamily("hire_replica_up", "1: a replica answers reads; 0: it is left out.", labels=["database"])
+        lag = GaugeMetricFamily(
+            "hire_replica_lag_seconds", "How far a replica is behind the primary (NaN: down).", labels=["database"]
+        )
+        for database, usable, seconds in self._databases.replica_states():
+            up.add_metric([database], 1 if usable else 0)
+            lag.add_metric([database], math.nan if seconds is None else seconds)
+        yield up
+        yield lag
 
 
 async def scrape(request: Request, metrics: Metrics) -> Response:

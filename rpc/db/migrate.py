@@ -11,6 +11,11 @@ idempotent: new tables, indexes and functions arrive that way).
 That runs in one transaction, so a failed step leaves the database as it was, and with a short `lock_timeout`:
 a request queued behind one of its table locks waits at most that long, and the change, having given its locks
 back, tries again a little later (a bounded number of times) rather than hold the requests up.
+
+The advisory lock is a session's, held across those transactions. Behind a transaction pooler without a direct
+connection (`session_lock=False`) no session outlives a transaction, so each try is one transaction that takes a
+transaction-level lock first, then reads whether the database is current, changes it, runs the extras and records
+the digest: the same turns, only with the lock given back between tries.
 """
 
 from __future__ import annotations
@@ -19,14 +24,15 @@ import asyncio
 import hashlib
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from rpc.settings import PROJECT
+from rpc.db.pool import driver_options
+from rpc.settings import PROJECT, Settings
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +51,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at  timestamptz(0) NOT NULL DEFAULT now(),
     CONSTRAINT schema_migrations_pkey PRIMARY KEY (version)
 )"""
-_VERSIONS_EXIST = "SELECT to_regclass('schema_migrations') IS NOT NULL AS present"
 _APPLIED = "SELECT coalesce(max(version), 0) AS version FROM schema_migrations"
 _RECORD = "INSERT INTO schema_migrations (version) VALUES (%(version)s) ON CONFLICT DO NOTHING"
 # What the last change brought the database to: the digest of the schema files it applied. Written after all of it
@@ -95,21 +100,30 @@ def digest(known: list[Migration]) -> str:
 
 
 async def migrate(
-    database_url: str, *extras: Extra, lock_timeout: float = LOCK_TIMEOUT, attempts: int = LOCK_ATTEMPTS
+    database_url: str,
+    *extras: Extra,
+    lock_timeout: float = LOCK_TIMEOUT,
+    attempts: int = LOCK_ATTEMPTS,
+    session_lock: bool = True,
+    options: Mapping[str, Any] | None = None,
 ) -> int:
     """Apply what is pending, if anything is, and return the schema version; `extras` run under the same lock
-    afterwards, on a current database too (they only read when there is nothing for them to do)."""
+    afterwards, on a current database too (they only read when there is nothing for them to do). `options` are
+    the connection's (`rpc.db.pool.driver_options`)."""
     known = migrations()
     newest = known[-1].version if known else 0
     wanted = digest(known)
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True, **(options or {})) as conn:
+        if not session_lock:
+            await _patiently(conn, lambda: _migrate_in_one(conn, known, wanted, extras, lock_timeout), attempts)
+            return newest
         await conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
         try:
             if await _current(conn, wanted):
                 for extra in extras:
                     await extra(conn)
                 return newest
-            await _apply_patiently(conn, known, lock_timeout, attempts)
+            await _patiently(conn, lambda: _apply(conn, known, lock_timeout), attempts)
             for extra in extras:
                 await extra(conn)
             await conn.execute(_RECORD_DIGEST, {"digest": wanted})
@@ -118,27 +132,60 @@ async def migrate(
     return newest
 
 
+async def migrate_as_configured(settings: Settings, database_url: str, *extras: Extra) -> int:
+    """`migrate` through `DATABASE_DIRECT_URL` when it is given (the lock is a session's); behind a transaction
+    pooler without it, with a transaction-level lock, said once in the log; else through `database_url`."""
+    if settings.database_direct_url:
+        return await migrate(settings.database_direct_url, *extras)
+    if settings.pooled_by_transaction:
+        log.warning(
+            "DATABASE_POOLER=transaction without DATABASE_DIRECT_URL: the schema change takes a transaction-level "
+            "lock, each of its tries in one transaction, instead of a session's"
+        )
+        return await migrate(database_url, *extras, session_lock=False, options=driver_options(settings))
+    return await migrate(database_url, *extras)
+
+
+async def _migrate_in_one(
+    conn: psycopg.AsyncConnection[Any],
+    known: list[Migration],
+    wanted: str,
+    extras: tuple[Extra, ...],
+    lock_timeout: float,
+) -> None:
+    """All of a migration in the caller's transaction, under a transaction-level lock."""
+    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+    current = await _current(conn, wanted)
+    if not current:
+        await _apply(conn, known, lock_timeout)
+    for extra in extras:
+        await extra(conn)
+    if not current:
+        await conn.execute(_RECORD_DIGEST, {"digest": wanted})
+
+
 async def _current(conn: psycopg.AsyncConnection[Any], wanted: str) -> bool:
     """Whether the database has this schema already: one read, which takes no lock a request could wait on."""
-    try:
-        cursor = await conn.execute(_CURRENT, {"digest": wanted})
-    except psycopg.errors.UndefinedTable:  # no digest recorded yet: older than this check, or empty
+    if not await _exists(conn, "schema_digests"):  # no digest recorded yet: older than this check, or empty
         return False
+    cursor = await conn.execute(_CURRENT, {"digest": wanted})
     row = await cursor.fetchone()
     return bool(row and row[0])
 
 
-async def _apply_patiently(
-    conn: psycopg.AsyncConnection[Any], known: list[Migration], lock_timeout: float, attempts: int
-) -> None:
-    """The change in one transaction, each of its locks waited for at most `lock_timeout`; when one is not to be
-    had (or the change was chosen to break a deadlock), everything it held is given back, so the requests waiting
-    behind it go on, and it tries again after a pause, up to `attempts` times."""
+async def _exists(conn: psycopg.AsyncConnection[Any], table: str) -> bool:
+    cursor = await conn.execute("SELECT to_regclass(%(table)s) IS NOT NULL", {"table": table})
+    return bool((await cursor.fetchone() or (False,))[0])
+
+
+async def _patiently(conn: psycopg.AsyncConnection[Any], change: Callable[[], Awaitable[None]], attempts: int) -> None:
+    """`change` in one transaction; when one of its locks is not to be had within its `lock_timeout` (or it was
+    chosen to break a deadlock), everything it held is given back, so the requests waiting behind it go on, and it
+    tries again after a pause, up to `attempts` times."""
     for attempt in range(1, attempts + 1):
         try:
             async with conn.transaction():
-                await conn.execute(_LOCK_TIMEOUT, {"timeout": f"{round(lock_timeout * 1000)}ms"})
-                await _apply(conn, known)
+                await change()
             return
         except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected) as exc:
             if attempt == attempts:
@@ -150,10 +197,12 @@ async def _apply_patiently(
             await asyncio.sleep(pause)
 
 
-async def _apply(conn: psycopg.AsyncConnection[Any], known: list[Migration]) -> None:
+async def _apply(conn: psycopg.AsyncConnection[Any], known: list[Migration], lock_timeout: float) -> None:
+    """The pending migrations and `schema.sql`, each lock waited for at most `lock_timeout` (in the caller's
+    transaction)."""
+    await conn.execute(_LOCK_TIMEOUT, {"timeout": f"{round(lock_timeout * 1000)}ms"})
     newest = known[-1].version if known else 0
-    cursor = await conn.execute(_VERSIONS_EXIST)
-    existing = (await cursor.fetchone() or (False,))[0]
+    existing = await _exists(conn, "schema_migrations")
     await conn.execute(VERSIONS_TABLE)
     await conn.execute(DIGESTS_TABLE)
     if existing:

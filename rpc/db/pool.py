@@ -52,38 +52,50 @@ class Pool(AsyncConnectionPool[Connection]):
             self._gate.release()
 
 
-async def _configure(conn: Connection) -> None:
+def driver_options(settings: Settings) -> dict[str, Any]:
+    """What every connection of the service is opened with. Behind a transaction pooler, no named prepared
+    statements: each lives in one server session, which the pooler hands to another client after the transaction
+    (PgBouncer 1.18: "prepared statement _pg3_0 already exists", or another client's statement run)."""
+    return {"prepare_threshold": None} if settings.pooled_by_transaction else {}
+
+
+async def configure(conn: Connection) -> None:
     """Autocommit (writes open their own transaction), and UTC so that timestamps leave as `...Z`.
 
     Set here rather than in the pool's kwargs: procrastinate opens its listening connection with those
-    kwargs plus its own `autocommit=True`, and a duplicate keyword would fail.
+    kwargs plus its own `autocommit=True`, and a duplicate keyword would fail. The time zone is the one session
+    setting the service makes: a transaction pooler carries it (PgBouncer tracks `TimeZone` per client and sets it
+    on whichever server session serves the client; it refuses the startup packet's `options`), and
+    tests/test_pooler.py checks that it does.
     """
     await conn.set_autocommit(True)
     await conn.execute("SET TIME ZONE 'UTC'")
 
 
-def create_pool(settings: Settings, database_url: str) -> Pool:
-    """An unopened pool of autocommit connections; writes open their own transaction."""
-    return Pool(
-        database_url,
-        connection_class=psycopg.AsyncConnection[DictRow],
-        kwargs={"row_factory": dict_row},
-        configure=_configure,
-        min_size=settings.db_pool_min,
-        max_size=settings.db_pool_max,
-        timeout=settings.db_pool_timeout,
+def create_pool(settings: Settings, database_url: str, name: str = "hire-api", **overrides: Any) -> Pool:
+    """An unopened pool of autocommit connections; writes open their own transaction. `overrides` are psycopg's
+    pool arguments (`min_size`, `configure`, ...)."""
+    options: dict[str, Any] = {
+        "connection_class": psycopg.AsyncConnection[DictRow],
+        "kwargs": {"row_factory": dict_row, **driver_options(settings)},
+        "configure": configure,
+        "min_size": settings.db_pool_min,
+        "max_size": settings.db_pool_max,
+        "timeout": settings.db_pool_timeout,
         # No background reconnection loop with growing back-off: a lost connection is replaced when a request
         # needs one, so service returns with the database's first answer (tests/drills).
-        reconnect_timeout=0,
-        open=False,
-        name="hire-api",
-    )
+        "reconnect_timeout": 0,
+        "open": False,
+        "name": name,
+        **overrides,
+    }
+    return Pool(database_url, **options)
 
 
 @contextlib.asynccontextmanager
-async def open_pool(settings: Settings, database_url: str) -> AsyncIterator[Pool]:
+async def open_pool(settings: Settings, database_url: str, **overrides: Any) -> AsyncIterator[Pool]:
     """The pool, open (its first connections made) for the duration of the block."""
-    pool = create_pool(settings, database_url)
+    pool = create_pool(settings, database_url, **overrides)
     await pool.open(wait=True, timeout=30)
     try:
         yield pool

@@ -5,7 +5,8 @@ find (404) → method (405) → authenticate (401) → scope (403) → limit (42
 Authentication always asks the database (a remembered credential runs its one lookup again), before the body
 is read and without holding a connection while it arrives. A write then confirms the credential once more as
 the first statement of its own transaction, so that a key revoked, a user removed or a role changed while the
-body was arriving stops the write (docs/security.md).
+body was arriving stops the write (docs/security.md). With replicas, the credential's statement also reads the
+primary's WAL position, and a read runs where that position has been replayed (`rpc.db.reads`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from rpc.core.principal import Principal
 from rpc.core.registry import Procedure, Registry
 from rpc.core.responses import error_response, json_response, render
 from rpc.core.types import Connection
-from rpc.db.pool import Pool
+from rpc.db import positions
+from rpc.db.reads import Reads
 from rpc.dispatch.context import Context
 from rpc.dispatch.steps import Steps
 from rpc.files.service import Files
@@ -59,7 +61,7 @@ class Dispatcher:
     def __init__(
         self,
         registry: Registry,
-        pool: Pool,
+        reads: Reads,
         authenticator: Authenticator,
         limiter: RateLimiter,
         settings: Settings,
@@ -78,10 +80,19 @@ class Dispatcher:
         self._indexes = indexes
         self._memory = memory
         self._probes = {proc.name: {name: probes[name] for name in proc.probes} for proc in registry}
+        # What the credential's statement reads for a call: its procedure's probes, and for a read that a replica
+        # may answer, the primary's position.
+        self._reading = {
+            proc.name: {**self._probes[proc.name], positions.PROBE: positions.POSITION_SQL}
+            if reads.replicated and not proc.write
+            else self._probes[proc.name]
+            for proc in registry
+        }
         self._metrics = metrics
         self._limiter = limiter
         self._http = http
-        self._pool = pool
+        self._pool = reads.primary
+        self._reads = reads
         self._authenticator = authenticator
         self._settings = settings
         self._emitter = emitter
@@ -108,8 +119,8 @@ class Dispatcher:
     async def _dispatch(self, request: Request, name: str, counted: list[Quota]) -> Response:
         proc = self._find(name, request.method)
         authorization = request.headers.get("authorization")
-        probes = self._probes[proc.name]
-        if request.method in ("GET", "HEAD"):  # no body to wait for: one connection serves the whole call
+        probes = self._reading[proc.name]
+        if request.method in ("GET", "HEAD") and not self._reads.replicated:  # one connection serves the call
             async with self._pool.connection() as conn:
                 credential, probed = await self._authenticator.authenticate(conn, authorization, probes)
                 call = await self._admit(proc, request, credential, counted, probed)
@@ -119,8 +130,7 @@ class Dispatcher:
         call = await self._admit(proc, request, credential, counted, probed)
         try:
             if not proc.write:
-                async with self._pool.connection() as conn:
-                    return await self._read(call, conn)
+                return await self._reads.run(probed.get(positions.PROBE), lambda conn: self._read(call, conn))
             if proc.calls_out:
                 return await self._call_out(call)
             async with self._pool.connection() as conn:

@@ -58,8 +58,9 @@ WHERE d.id = %(id)s
 _ENDPOINT_ACCOUNT = "SELECT account_id FROM webhook_endpoints WHERE id = %(id)s"
 
 
-async def connect(database_url: str) -> Connection:
-    return await psycopg.AsyncConnection.connect(database_url, row_factory=dict_row, autocommit=True)
+async def connect(database_url: str, **options: Any) -> Connection:
+    """A connection for an operator's command; `options` are the service's (`rpc.db.pool.driver_options`)."""
+    return await psycopg.AsyncConnection.connect(database_url, row_factory=dict_row, autocommit=True, **options)
 
 
 async def create_user(

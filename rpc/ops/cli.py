@@ -26,6 +26,7 @@ from rpc.audit import log as audit_log
 from rpc.core.crypto import SealError
 from rpc.core.types import Connection
 from rpc.db.embedded import EmbeddedPostgres, EmbeddedUnavailable
+from rpc.db.pool import driver_options
 from rpc.mail.transport import transport_for
 from rpc.ops import admin as ops
 from rpc.outbox.emit import build_emitter
@@ -382,7 +383,7 @@ async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict
         ),
     }
     try:
-        async with await ops.connect(url) as conn:
+        async with await ops.connect(url, **driver_options(settings)) as conn:
             return await commands[args.command](conn)
     except ops.AdminError as exc:
         _fail(str(exc))

@@ -10,6 +10,9 @@
 - In the background, every `flush_seconds`: catch up, commit what is pending into `main`, take up a generation
   `bin/admin rebuild-search` left, or build the index anew when there is none or the log no longer reaches back.
   Meanwhile `view` answers None, and the caller answers from PostgreSQL: exact, only slower.
+- With replicas, the background catch-up reads from any replica (no call's exactness rests on it: each call's own
+  catch-up runs on its call's connection, which has replayed the call's position), and a build reads from the
+  replica that lags least (`rpc.db.reads`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pathlib import Path
 import tantivy
 
 from rpc.core.types import Connection
-from rpc.db.pool import Pool
+from rpc.db.reads import Reads
 from rpc.search.allocator import limit_malloc_arenas
 from rpc.search.build import build
 from rpc.search.corpus import Corpus
@@ -59,10 +62,10 @@ class Status:
 
 
 class SearchIndex:
-    def __init__(self, corpus: Corpus, slot: Slot, database_url: str, flush_seconds: float) -> None:
+    def __init__(self, corpus: Corpus, slot: Slot, reads: Reads, flush_seconds: float) -> None:
         self.corpus = corpus
         self._slot = slot
-        self._database_url = database_url
+        self._reads = reads
         self._flush_seconds = flush_seconds
         self._index: tantivy.Index | None = None
         self._writer: tantivy.IndexWriter | None = None
@@ -76,18 +79,18 @@ class SearchIndex:
     @classmethod
     @contextlib.asynccontextmanager
     async def running(
-        cls, corpus: Corpus, root: Path, pool: Pool, database_url: str, flush_seconds: float
+        cls, corpus: Corpus, root: Path, reads: Reads, flush_seconds: float
     ) -> AsyncIterator[SearchIndex]:
         """This process's index of `corpus` in a slot of its own under `root`, kept up in the background."""
         limit_malloc_arenas()
-        async with pool.connection() as conn:
+        async with reads.primary.connection() as conn:
             identity = await (await conn.execute(IDENTITY_SQL)).fetchone()
         assert identity is not None
         slot = Slot.take(corpus_root(root, corpus.name, corpus.fingerprint, identity["identity"]))
-        index = cls(corpus, slot, database_url, flush_seconds)
+        index = cls(corpus, slot, reads, flush_seconds)
         try:
             index._open(slot.current)
-            task = asyncio.create_task(index._keep_up(pool))
+            task = asyncio.create_task(index._keep_up())
             try:
                 yield index
             finally:
@@ -164,28 +167,30 @@ class SearchIndex:
         )
         self._slot.serve(generation)
 
-    async def _keep_up(self, pool: Pool) -> None:
+    async def _keep_up(self) -> None:
         while True:
             try:
-                await self._tick(pool)
+                await self._tick()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("search index %s: keeping up failed; trying again", self.corpus.name)
             await asyncio.sleep(self._flush_seconds)
 
-    async def _tick(self, pool: Pool) -> None:
+    async def _tick(self) -> None:
         incoming = self._slot.incoming
         if incoming is not None:
             await self._take_up(incoming)
         if self._view is None:
             await self._rebuild()
-        async with pool.connection() as conn:
-            position = await self._position(conn)
-            view = await self.view(conn, position)
+        view = await self._reads.run(0, self._caught_up_now)
         self._behind = view is None
         if self._pending:
             await self._flush()
+
+    async def _caught_up_now(self, conn: Connection) -> View | None:
+        """The view at the position `conn` reads now."""
+        return await self.view(conn, await self._position(conn))
 
     async def _position(self, conn: Connection) -> int:
         result = await conn.execute(f"SELECT ({self.corpus.position_sql}) AS position")
@@ -197,7 +202,7 @@ class SearchIndex:
         started = time.monotonic()
         try:
             generation = self._slot.new_generation()
-            position = await asyncio.to_thread(build, self.corpus, self._database_url, generation)
+            position = await asyncio.to_thread(build, self.corpus, self._reads.long_read_url(), generation)
         finally:
             self._rebuilding = False
         async with self._lock:

@@ -5,8 +5,9 @@ mail rooms, which it runs together."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import procrastinate
 import psycopg
@@ -15,6 +16,7 @@ from procrastinate.exceptions import ConnectorException
 from procrastinate.jobs import Notification
 
 from rpc.core.periodic import Periodic
+from rpc.db.pool import Pool, open_pool
 from rpc.mail.postman import Postman, send_mail
 from rpc.outbox.deliverer import Deliverer
 from rpc.outbox.emit import Emitter
@@ -25,6 +27,7 @@ from rpc.settings import Settings
 log = logging.getLogger(__name__)
 
 PERIODIC_CONCURRENCY = 4  # procrastinate's worker runs only the periodic work now
+QUEUE_POOL_MAX = PERIODIC_CONCURRENCY + 2  # its own queries, and its listening connection's spare
 
 
 def worker_app(periodic: Mapping[str, Periodic]) -> procrastinate.App:
@@ -58,6 +61,27 @@ def _periodic(name: str, job: Periodic) -> Callable[[JobContext, int], Awaitable
     return run
 
 
+@contextlib.asynccontextmanager
+async def queue_pool(settings: Settings, pool: Pool) -> AsyncIterator[tuple[Pool, bool]]:
+    """The pool procrastinate's worker runs on, and whether the workers may LISTEN for new jobs (which needs a
+    session of its own): the service's pool; behind a transaction pooler, a small pool of `DATABASE_DIRECT_URL`,
+    or without one the service's pool and no LISTEN: new jobs are then found by polling (said once in the log)."""
+    if not settings.pooled_by_transaction:
+        yield pool, True
+    elif settings.database_direct_url:
+        async with open_pool(
+            settings, settings.database_direct_url, name="hire-queue", min_size=1, max_size=QUEUE_POOL_MAX
+        ) as direct:
+            yield direct, True
+    else:
+        log.warning(
+            "DATABASE_POOLER=transaction without DATABASE_DIRECT_URL: the workers do not LISTEN for new jobs, they "
+            "poll for them every %g s",
+            polling_interval(settings.webhook_retry_waits),
+        )
+        yield pool, False
+
+
 async def retry_stalled_jobs(context: JobContext, timestamp: int) -> None:
     """Requeue the jobs of workers whose heartbeat stopped (killed mid-attempt): nothing stays `doing`."""
     stalled_after: float = context.additional_context["stalled_after"]
@@ -68,16 +92,23 @@ async def retry_stalled_jobs(context: JobContext, timestamp: int) -> None:
 
 
 async def run_worker(
-    app: procrastinate.App, deliverer: Deliverer, emitter: Emitter, settings: Settings, *, signals: bool
+    app: procrastinate.App,
+    deliverer: Deliverer,
+    emitter: Emitter,
+    settings: Settings,
+    *,
+    signals: bool,
+    listen: bool = True,
 ) -> None:
     """Deliver, and run the periodic work, until stopped (SIGTERM, or cancellation): the attempts in flight are
-    made and settled first."""
+    made and settled first. Without `listen`, new jobs are found by polling alone (`queue_pool`)."""
     heartbeat = settings.worker_heartbeat
     stopping = asyncio.Event()
-    listening = asyncio.create_task(_listen(app, deliverer))
+    listening = asyncio.create_task(_listen(app, deliverer)) if listen else None
     delivering = asyncio.create_task(deliverer.run(stopping))
     try:
         await app.run_worker_async(
+            listen_notify=listen,
             fetch_job_polling_interval=polling_interval(settings.webhook_retry_waits),
             queues=[QUEUE],
             concurrency=PERIODIC_CONCURRENCY,
@@ -97,7 +128,8 @@ async def run_worker(
     finally:
         stopping.set()
         await delivering
-        listening.cancel()
+        if listening is not None:
+            listening.cancel()
 
 
 async def _listen(app: procrastinate.App, deliverer: Deliverer) -> None:
