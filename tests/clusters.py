@@ -151,7 +151,10 @@ class Servers:
 
     def bouncer(self, primary: Postgres, *, pool_size: int = 4) -> Bouncer:
         """PgBouncer in transaction mode in front of `primary`, every database, `pool_size` server connections
-        each (few: clients share them, as they would under load)."""
+        each (few: clients share them, as they would under load). While the database is away, a query waits for a
+        server connection at most 3 s (then its client is told), and a failed login is tried again after a second:
+        docs/scaling.md's advice (PgBouncer's defaults, two minutes and 15 s, hold requests far past their pool's
+        timeout)."""
         port = free_port()
         folder = self.folder(f"pgbouncer-{port}")
         (folder / "userlist.txt").write_text('"postgres" ""\n')
@@ -170,6 +173,8 @@ pool_mode = transaction
 default_pool_size = {pool_size}
 max_client_conn = 2000
 max_db_connections = 0
+query_wait_timeout = 3
+server_login_retry = 1
 logfile = {folder / "pgbouncer.log"}
 """
         )

@@ -173,6 +173,19 @@ def test_reads_go_to_the_replica_once_it_has_replayed_them(
     assert metric(reader, "hire_replica_lag_seconds", database=replica) < DELAY
 
 
+def test_a_read_that_writes_is_answered_by_the_primary(
+    cluster: Cluster, reader: httpx.Client, candidate: User, admin: Admin
+) -> None:
+    """`profile.export` reads, and records the export in the audit log: the replica refuses its write, having
+    written nothing, and the primary answers it, recorded once."""
+    known(reader, candidate)
+    eventually(lambda: cluster.replayed_everything(cluster.lagging), "the lagging replica's replay", timeout=30)
+    wrote = metric(reader, FALLBACKS, reason="wrote")
+    assert ok(reader.get("/v1/profile.export", headers=candidate.auth))["profile"]["id"] == candidate.user_id
+    assert metric(reader, FALLBACKS, reason="wrote") == wrote + 1
+    assert [action for action, _, _ in admin.audit_trail(candidate.user_id)].count("profile.exported") == 1
+
+
 def test_a_replica_lagging_past_the_limit_is_left_out_and_taken_back(
     cluster: Cluster, tmp_path_factory: pytest.TempPathFactory, writer: httpx.Client, employer: User
 ) -> None:

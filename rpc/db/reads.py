@@ -10,8 +10,9 @@ not the read's failure: the read runs again on the primary, which it can, since 
 
 Counted for `/metrics`: reads by the database that answered them, and the reads that fell back to the primary, by
 reason — `behind` (no replica replayed the position in time), `unavailable` (every replica left out),
-`failed` (a replica failed under the read) and `unknown_position` (a credential's first use, whose statement did
-not read the position).
+`failed` (a replica failed under the read), `wrote` (a read that also writes, such as an export recorded in the
+audit log: the replica refused its first write, so nothing was written, and the primary runs it) and
+`unknown_position` (a credential's first use, whose statement did not read the position).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Reads:
         self._waiters: list[tuple[int, asyncio.Future[Replica]]] = []
         self._turn = 0
         self._reads = dict.fromkeys([PRIMARY, *(replica.label for replica in self._replicas)], 0)
-        self._fallbacks = dict.fromkeys(["behind", "unavailable", "failed", "unknown_position"], 0)
+        self._fallbacks = dict.fromkeys(["behind", "unavailable", "failed", "wrote", "unknown_position"], 0)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -82,7 +83,8 @@ class Reads:
 
     async def run(self, position: int | None, work: Callable[[Connection], Awaitable[T]]) -> T:
         """`work` on a replica that has replayed `position` (0: any; None: unknown, so the primary), else on the
-        primary; again on the primary when the replica fails under it. `work` must change nothing."""
+        primary; again on the primary when the replica fails under it, or refuses a write `work` makes (it may
+        write only what a run on the primary would write the same)."""
         replica = await self._replica_for(position)
         if replica is not None:
             try:
@@ -91,6 +93,8 @@ class Reads:
             except (psycopg.OperationalError, psycopg.errors.SerializationFailure) as exc:
                 replica.troubled(exc)
                 self._fallbacks["failed"] += 1
+            except psycopg.errors.ReadOnlySqlTransaction:
+                self._fallbacks["wrote"] += 1  # nothing was written: the replica refused the first write
             else:
                 self._reads[replica.label] += 1
                 return result
