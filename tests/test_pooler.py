@@ -1,5 +1,5 @@
 """The service behind Debian's PgBouncer (1.18) in transaction mode (docs/scaling.md): a server session serves
-another client after each transaction, so nothing may outlive one. Against real servers (tests/clusters.py): a
+another client after each transaction, so nothing may outlive one. Against real servers (bench/clusters.py): a
 primary made with `initdb`, and PgBouncer in front of it with two server sessions per database (one for the
 prepared statements' case), which its clients share as they would under load."""
 
@@ -17,10 +17,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from bench import clusters
 from rpc.app import prepare_database
 from rpc.db import migrate
 from rpc.db.pool import configure, driver_options
-from tests import clusters
 from tests.receiver import Receiver
 from tests.support import Admin, LiveServer, eventually, ok, settings_for
 

@@ -1,5 +1,5 @@
 """Reads answered by streaming replicas, read-your-writes kept for every reader (docs/scaling.md), against real
-servers (tests/clusters.py): a primary made with `initdb`, a replica made with `pg_basebackup -R` that replays each
+servers (bench/clusters.py): a primary made with `initdb`, a replica made with `pg_basebackup -R` that replays each
 commit two seconds after it was made (`recovery_min_apply_delay`), a prompt one, and server processes reading
 through them. Nothing here is timed: what a replica has replayed is waited for, never slept for."""
 
@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from bench import clusters
 from rpc.app import prepare_database
-from tests import clusters
 from tests.support import Admin, LiveServer, User, eventually, metric, ok, settings_for
 
 DELAY = 2  # seconds the lagging replica replays each commit after it was made

@@ -1,6 +1,7 @@
-"""Real database servers of the tests' own, for what one server cannot show: a primary made with `initdb` on a free
-port, streaming replicas of it made with `pg_basebackup -R` (lagging by `recovery_min_apply_delay` when asked), and
-Debian's PgBouncer in transaction mode in front of the primary.
+"""Database servers of a run's own, for what one server cannot show (the tests of many hosts, `bin/bench --only
+replica`): a primary made with `initdb` on a free port, streaming replicas of it made with `pg_basebackup -R`
+(lagging by `recovery_min_apply_delay` when asked), and Debian's PgBouncer in transaction mode in front of the
+primary.
 
 PostgreSQL's server binaries and PgBouncer refuse to run as root. As root (CI), they run as a system user: the
 machine's `postgres` when it has one, else `hire-tests`, made with `/usr/sbin/useradd` (not always on root's PATH).
@@ -17,14 +18,16 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from tests.support import eventually, free_port
+from bench.config import BenchError
+from bench.processes import free_port
 
 USER_IF_MISSING = "hire-tests"
 PGBOUNCER = ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer")
@@ -55,7 +58,8 @@ def server_binaries() -> Path:
     import pgserver  # the dev install carries it (the embedded database's wheel)
 
     bundled = Path(pgserver.__file__).parent / "pginstall" / "bin"
-    assert (bundled / "pg_basebackup").exists(), "no PostgreSQL server binaries: apt-get install postgresql"
+    if not (bundled / "pg_basebackup").exists():
+        raise BenchError("no PostgreSQL server binaries: apt-get install postgresql")
     return bundled
 
 
@@ -64,7 +68,7 @@ def pgbouncer_binary() -> str:
     for path in (*PGBOUNCER, shutil.which("pgbouncer")):
         if path and Path(path).exists():
             return path
-    raise AssertionError("PgBouncer is not installed: apt-get install -y pgbouncer")
+    raise BenchError("PgBouncer is not installed: apt-get install -y pgbouncer")
 
 
 def _server_user() -> pwd.struct_passwd | None:
@@ -74,7 +78,7 @@ def _server_user() -> pwd.struct_passwd | None:
     for name in ("postgres", USER_IF_MISSING):
         with contextlib.suppress(KeyError):
             return pwd.getpwnam(name)
-    subprocess.run(["/usr/sbin/useradd", "--system", "--no-create-home", USER_IF_MISSING], check=True)
+    subprocess.run(["/usr/sbin/useradd", "--system", "--no-create-home", USER_IF_MISSING], check=True)  # noqa: S603 - fixed arguments
     return pwd.getpwnam(USER_IF_MISSING)
 
 
@@ -102,9 +106,10 @@ class Servers:
             os.chown(path, self.user.pw_uid, self.user.pw_gid)
 
     def run(self, *command: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        """A command as the servers' user; its output is in the AssertionError when it fails."""
-        done = subprocess.run(command, capture_output=True, text=True, check=False, **self._as_user(), **kwargs)
-        assert done.returncode == 0, f"{' '.join(command)}: {done.stdout}{done.stderr}"
+        """A command as the servers' user; its output is in the BenchError when it fails."""
+        done = subprocess.run(command, capture_output=True, text=True, check=False, **self._as_user(), **kwargs)  # noqa: S603 - the servers' own binaries
+        if done.returncode != 0:
+            raise BenchError(f"{' '.join(command)}: {done.stdout}{done.stderr}")
         return done
 
     def _as_user(self) -> dict[str, Any]:
@@ -180,12 +185,12 @@ logfile = {folder / "pgbouncer.log"}
         )
         for path in folder.iterdir():
             self._own(path)
-        process = subprocess.Popen(
+        process = subprocess.Popen(  # noqa: S603 - our own binary and configuration
             [pgbouncer_binary(), str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **self._as_user()
         )
         bouncer = Bouncer(port, process)
         self._stops.append(bouncer.stop)
-        eventually(bouncer.answers, "PgBouncer's start", timeout=30)
+        _until(bouncer.answers, "PgBouncer's start")
         return bouncer
 
 
@@ -217,15 +222,16 @@ class Postgres:
         self.servers.run(str(bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(log), "-w", "-t", "60", "start")
         if self.stop not in self.servers._stops:
             self.servers._stops.append(self.stop)
-        eventually(lambda: _answers(self.url("postgres")), f"{self.name}'s start", timeout=60)
+        _until(lambda: _answers(self.url("postgres")), f"{self.name}'s start")
 
     def stop(self, mode: str = "fast") -> None:
         """`pg_ctl stop -m mode`: `immediate` is a crash (no shutdown checkpoint, connections cut)."""
         bin_dir = self.servers.binaries
         self.servers.run(str(bin_dir / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
 
-    def running(self) -> bool:
-        return (self.data / "postmaster.pid").exists()
+    def postmaster(self) -> int:
+        """The server's pid (its processes are this one's children)."""
+        return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
 
     def sql(self, query: str, database: str = "postgres") -> list[tuple[Any, ...]]:
         with psycopg.connect(self.url(database), autocommit=True) as conn:
@@ -242,12 +248,21 @@ class Bouncer:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     def answers(self) -> bool:
-        assert self.process.poll() is None, self.process.stderr.read() if self.process.stderr else "pgbouncer exited"
+        if self.process.poll() is not None:
+            raise BenchError(f"PgBouncer exited: {self.process.stderr.read() if self.process.stderr else ''}")
         return _answers(self.url("postgres"))
 
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=10)
+
+
+def _until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise BenchError(f"{what}: not within {timeout:g} s")
+        time.sleep(0.05)
 
 
 def _answers(url: str) -> bool:
