@@ -6,6 +6,7 @@ through them. Nothing here is timed: what a replica has replayed is waited for, 
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import uuid
 from collections import Counter
@@ -16,8 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bench import clusters
+from bench import clusters, seeding
 from rpc.app import prepare_database
+from rpc.ops import admin as ops
 from tests.support import Admin, LiveServer, User, eventually, metric, ok, settings_for
 
 DELAY = 2  # seconds the lagging replica replays each commit after it was made
@@ -271,6 +273,72 @@ class Load:
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=30)
+
+
+OLDEST = "SELECT id FROM jobs WHERE status = 'published' ORDER BY created_at, id LIMIT 2"
+RENDERING = "SELECT count(*) FROM pg_stat_activity WHERE datname = 'hire' AND query LIKE '%%feed_jobs%%'"
+
+
+async def seed_jobs(url: str, count: int) -> None:
+    """`count` jobs of an employer by COPY (bin/bench's seeding), most of them published."""
+    settings = settings_for(url)
+    await prepare_database(settings, url)
+    async with await ops.connect(url) as conn:
+        user = await ops.create_user(conn, email="vacuum@example.test", password=uuid.uuid4().hex, role="employer")
+        await seeding.load_jobs(conn, random.Random(34), count, [str(user["account_id"])], collect=False, rebuild=True)
+
+
+@pytest.fixture(scope="module")
+def vacuumed() -> Iterator[Cluster]:
+    """A cluster of its own: a primary with 30,000 jobs and one replica, whose queries in the way of its recovery
+    are cancelled after a tenth of a second; no other replica holds the primary's vacuum back."""
+    with clusters.Servers() as servers:
+        primary = servers.primary()
+        primary.sql("CREATE DATABASE hire")
+        asyncio.run(seed_jobs(primary.url("hire"), 30_000))  # a render of seconds
+        replica = servers.replica(primary, "replica", settings="max_standby_streaming_delay = '100ms'")
+        yield Cluster(servers, primary, replica, replica, primary.url("hire"))
+
+
+def test_a_feed_rendered_from_a_replica_outlives_the_primarys_vacuum(
+    vacuumed: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The aggregators' feed is rendered from the replica in one snapshot (a long read: a minute at a million
+    jobs) while the primary changes jobs and vacuums their old versions away. The replica cancels a query in the
+    way of its recovery after 100 ms (`max_standby_streaming_delay`); with `hot_standby_feedback` the primary keeps
+    what the render's snapshot still reads, so nothing is in the way, and the feed comes whole, as of its start.
+    Tried until the vacuum's replay falls within a render (a busy machine may make the render the quicker)."""
+    cluster, replica = vacuumed, vacuumed.prompt
+    published = cluster.primary.sql("SELECT count(*) FROM jobs WHERE status = 'published'", "hire")[0][0]
+    # FEED_RENDER_WAIT: each reader waits for the render of the version it asked at, so its answer is that render.
+    with server(cluster, tmp_path_factory, replica, FEED_RENDER_WAIT="60") as live, live.client() as client:
+        # Ready: its search index built, so that nothing but the render reads long.
+        eventually(lambda: client.get("/readyz").status_code == 200, "the server's search index", timeout=120)
+        eventually(lambda: metric(client, "hire_replica_up", database=replica.label) == 1, "the replica's admission")
+        attempts = iter(range(1, 6))
+
+        def vacuumed_while_rendering() -> bool:
+            attempt = next(attempts, None)
+            assert attempt is not None, "five renders all ended before the vacuum's replay: seed more jobs"
+            answers: list[httpx.Response] = []
+            reader = threading.Thread(target=lambda: answers.append(client.get("/feeds/jobs.xml")))
+            reader.start()
+            eventually(lambda: replica.sql(RENDERING)[0][0] == 1, "the render's read on the replica")
+            # The oldest jobs, which the render (newest first) reads last: their versions as of its snapshot go.
+            cluster.primary.sql(f"UPDATE jobs SET description = 'Changed {attempt}.' WHERE id IN ({OLDEST})", "hire")
+            cluster.primary.sql("VACUUM (INDEX_CLEANUP OFF) jobs", "hire")  # the old versions pruned
+            eventually(lambda: cluster.replayed_everything(replica), "the vacuum's replay", timeout=30)
+            overlapped = replica.sql(RENDERING)[0][0] == 1
+            cancelled = replica.sql("SELECT confl_snapshot FROM pg_stat_database_conflicts WHERE datname = 'hire'")
+            assert cancelled == [(0,)], "the replica cancelled the render: its snapshot was in the way of the replay"
+            reader.join(timeout=120)
+            (answer,) = answers
+            assert answer.status_code == 200, answer.text
+            assert answer.text.endswith("</source>\n") and answer.text.count("<job>") == published
+            assert f"Changed {attempt}." not in answer.text  # as of the render's start
+            return overlapped
+
+        eventually(vacuumed_while_rendering, "a vacuum replayed while a render read", timeout=600)
 
 
 def test_metrics_show_each_database(cluster: Cluster, reader: httpx.Client) -> None:
