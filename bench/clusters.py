@@ -16,6 +16,7 @@ import contextlib
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -55,11 +56,16 @@ def server_binaries() -> Path:
     installed = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parent.parent.name))
     if installed:
         return installed[-1].parent
-    import pgserver  # the dev install carries it (the embedded database's wheel)
+    import pgserver  # the install carries it (the embedded database's wheel)
+    from pgserver.utils import ensure_folder_permissions, ensure_prefix_permissions
 
     bundled = Path(pgserver.__file__).parent / "pginstall" / "bin"
     if not (bundled / "pg_basebackup").exists():
         raise BenchError("no PostgreSQL server binaries: apt-get install postgresql")
+    if os.geteuid() == 0:  # as pgserver does: the servers' user reaches them through the checkout
+        ensure_prefix_permissions(bundled)
+        ensure_folder_permissions(bundled, stat.S_IRGRP | stat.S_IROTH | stat.S_IXGRP | stat.S_IXOTH)
+        ensure_folder_permissions(bundled.parent / "lib", stat.S_IRGRP | stat.S_IROTH)
     return bundled
 
 

@@ -92,6 +92,19 @@ class Route:
 ROUTES: list[Route] = []  # the session's route under TEST_TOPOLOGY=pooler, set once by conftest's `server_url`
 
 
+def database_env(settings: Settings) -> dict[str, str]:
+    """The variables that say how `settings` reach the database, for a `bin/` process of the same service: through
+    a transaction pooler, one without DATABASE_POOLER would take the migrations' lock in one server session and
+    give it back in another, and every later start would wait for it for ever."""
+    assert settings.database_url is not None
+    return {
+        "DATABASE_URL": settings.database_url,
+        "DATABASE_POOLER": settings.database_pooler,
+        "DATABASE_DIRECT_URL": settings.database_direct_url or "",
+        "DATABASE_REPLICA_URLS": ",".join(settings.database_replica_urls),
+    }
+
+
 def settings_for(database_url: str, **env: str) -> Settings:
     base = {
         "DATABASE_URL": database_url,

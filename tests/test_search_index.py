@@ -31,7 +31,7 @@ from rpc.api import like_pattern
 from rpc.search.answers import Answers
 from rpc.search.index import SearchIndex
 from rpc.search.view import View
-from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, bearer, eventually, ok
+from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, bearer, database_env, eventually, ok
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -308,7 +308,7 @@ def test_a_restarted_process_catches_up_on_what_it_missed(
 def admin_command(settings: Any, *args: str) -> subprocess.CompletedProcess[str]:
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "TEST_DATABASE_URL")},
-        "DATABASE_URL": settings.database_url,
+        **database_env(settings),
         "DATA_DIR": settings.data_dir,
         "SERVICE_SECRET_KEY": settings.secret_key,
     }
