@@ -103,6 +103,10 @@ class Reads:
         self._reads[PRIMARY] += 1
         return result
 
+    def answered_by_primary(self) -> None:
+        """Count a read its caller ran on a primary connection it already held (a `GET` without replicas)."""
+        self._reads[PRIMARY] += 1
+
     async def current(self, work: Callable[[Connection], Awaitable[T]]) -> T:
         """`work` where every write committed before this call shows: a read with no credential's statement to
         read the position in (a public page)."""
@@ -110,8 +114,8 @@ class Reads:
 
     @contextlib.asynccontextmanager
     async def connection(self, position: int | None) -> AsyncIterator[Connection]:
-        """A connection of a replica that has replayed `position`, else of the primary, for a read that cannot
-        simply run again (a stream, part of which may be sent): a replica that fails before it is handed out is
+        """A connection of a replica that has replayed `position`, else of the primary, for a read that is not
+        simply run again (a render, which writes as it reads): a replica that fails before it is handed out is
         replaced by the primary, one that fails after fails the read."""
         replica = await self._replica_for(position)
         async with contextlib.AsyncExitStack() as stack:

@@ -129,7 +129,10 @@ class Replica:
                 await asyncio.wait(self._closing)
 
     async def _check(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        primary = await self._positions.fresh(CHECK_SECONDS / 2)
+        try:
+            primary: int | None = await self._positions.fresh(CHECK_SECONDS / 2)
+        except psycopg.Error:  # the primary away is not the replica's fault: its lag is measured again later
+            primary = None
         async with asyncio.timeout(CHECK_TIMEOUT):
             row = await (await conn.execute(_CHECK)).fetchone()
         assert row is not None
@@ -137,7 +140,10 @@ class Replica:
         if not standby or system != self._system:
             raise psycopg.OperationalError("it is not a streaming replica of DATABASE_URL (promoted, or another)")
         self.replayed = int(replayed)
-        self.lag = self._positions.lag(self.replayed) if self.replayed < primary else 0.0
+        if primary is not None:
+            self.lag = self._positions.lag(self.replayed) if self.replayed < primary else 0.0
+        elif self.lag is None:
+            return  # not measured yet: left out until it is
         limit = self._settings.replica_max_lag_seconds
         if self.lag > limit:
             self._leave_out(f"it lags {self.lag:.1f} s (REPLICA_MAX_LAG_SECONDS={limit:g})", lag=self.lag)

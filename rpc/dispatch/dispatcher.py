@@ -124,6 +124,7 @@ class Dispatcher:
             async with self._pool.connection() as conn:
                 credential, probed = await self._authenticator.authenticate(conn, authorization, probes)
                 call = await self._admit(proc, request, credential, counted, probed)
+                self._reads.answered_by_primary()
                 return await self._read(call, conn)
         async with self._pool.connection() as conn:  # given back while the body arrives
             credential, probed = await self._authenticator.authenticate(conn, authorization, probes)
