@@ -191,10 +191,11 @@ logfile = {folder / "pgbouncer.log"}
         )
         for path in folder.iterdir():
             self._own(path)
+        # It logs to its file and to stderr: a pipe nobody reads would fill, and stop it mid-write for good.
         process = subprocess.Popen(  # noqa: S603 - our own binary and configuration
-            [pgbouncer_binary(), str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **self._as_user()
+            [pgbouncer_binary(), str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **self._as_user()
         )
-        bouncer = Bouncer(port, process)
+        bouncer = Bouncer(port, process, folder / "pgbouncer.log")
         self._stops.append(bouncer.stop)
         _until(bouncer.answers, "PgBouncer's start")
         return bouncer
@@ -249,13 +250,15 @@ class Postgres:
 class Bouncer:
     port: int
     process: subprocess.Popen[bytes]
+    log: Path
 
     def url(self, database: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     def answers(self) -> bool:
         if self.process.poll() is not None:
-            raise BenchError(f"PgBouncer exited: {self.process.stderr.read() if self.process.stderr else ''}")
+            said = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+            raise BenchError(f"PgBouncer exited:\n{said}")
         return _answers(self.url("postgres"))
 
     def stop(self) -> None:
@@ -281,9 +284,12 @@ def _answers(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def replicated(*, delay: str = "0", bouncer: bool = True) -> Iterator[tuple[Postgres, Postgres, Bouncer | None]]:
-    """A primary, one streaming replica replaying `delay` behind, and PgBouncer in front of the primary."""
+def replicated() -> Iterator[tuple[Postgres, Postgres, Bouncer]]:
+    """A primary, a streaming replica of it, and PgBouncer in front of the primary with as many server sessions
+    per database as a server process's pool holds (`DB_POOL_MAX`, 10): with fewer, API writes waiting on locks a
+    test's own SQL transaction holds take them all, and the write that transaction waits for gets none — as it
+    would behind a pooler sized below the service's pool."""
     with Servers() as servers:
         primary = servers.primary()
-        replica = servers.replica(primary, "replica1", delay=delay)
-        yield primary, replica, servers.bouncer(primary) if bouncer else None
+        replica = servers.replica(primary, "replica1")
+        yield primary, replica, servers.bouncer(primary, pool_size=10)

@@ -47,7 +47,6 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if topology:
         assert topology == "pooler", f"TEST_TOPOLOGY={topology}: the one topology is 'pooler'"
         with clusters.replicated() as (primary, replica, bouncer):
-            assert bouncer is not None
             ROUTES.append(Route(primary.port, bouncer.port, replica.port))
             yield primary.url("postgres")
     elif configured:
