@@ -6,6 +6,7 @@ through them. Nothing here is timed: what a replica has replayed is waited for, 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import threading
 import uuid
@@ -208,6 +209,18 @@ def test_a_replica_lagging_past_the_limit_is_left_out_and_taken_back(
         after = metric(client, FALLBACKS, reason="unavailable"), metric(client, READS, database=replica)
         assert after[0] > before[0] and after[1] == before[1]
         eventually(lambda: metric(client, "hire_replica_up", database=replica) == 1, "the replica taken back")
+
+
+def test_a_starting_server_builds_its_search_index_from_a_replica(
+    cluster: Cluster, tmp_path_factory: pytest.TempPathFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its replicas checked before it serves, a new server process reads its whole search index (a minute's read
+    at a million jobs) from one, not from the primary."""
+    starting = server(cluster, tmp_path_factory, cluster.prompt)
+    with caplog.at_level(logging.INFO, logger="rpc.search.index"), starting as live, live.client() as client:
+        eventually(lambda: client.get("/readyz").status_code == 200, "the server's search index", timeout=60)
+    built = [record.getMessage() for record in caplog.records if " built at position " in record.getMessage()]
+    assert built and built[0].endswith(f"from {cluster.prompt.label}"), built
 
 
 def test_a_replica_stopped_outright_costs_no_request_and_is_taken_back(

@@ -27,11 +27,12 @@ import psycopg
 from rpc.core.types import Connection
 from rpc.db.pool import Pool
 from rpc.db.positions import Positions
-from rpc.db.replica import Replica
+from rpc.db.replica import CHECK_TIMEOUT, Replica
 from rpc.settings import Settings
 
 T = TypeVar("T")
 PRIMARY = "primary"
+FIRST_CHECK = 2 * CHECK_TIMEOUT  # seconds a start waits for its replicas' first checks: a check, then a pool opened
 _SYSTEM = "SELECT system_identifier::text AS system FROM pg_control_system()"
 
 
@@ -65,6 +66,9 @@ class Reads:
         assert row is not None
         watchers = [asyncio.create_task(replica.watch(row["system"])) for replica in reads._replicas]
         try:
+            # Each replica checked once before the process serves, so that its first reads (its search index's
+            # build among them) find the healthy ones; one that does not answer is waited for only so long.
+            await asyncio.wait([asyncio.create_task(r.checked.wait()) for r in reads._replicas], timeout=FIRST_CHECK)
             yield reads
         finally:
             for watcher in watchers:
@@ -133,13 +137,14 @@ class Reads:
             self._reads[label] += 1
             yield conn
 
-    def long_read_url(self) -> str:
-        """Where a long read with a connection of its own (a search index built anew) goes: the replica that
-        lags least, else the primary. It needs no position: it reads its own from what it reads."""
+    def long_read(self) -> tuple[str, str]:
+        """Where a long read with a connection of its own (a search index built anew) goes, named and its URL: the
+        replica that lags least, else the primary. It needs no position: it reads its own from what it reads."""
         usable = [replica for replica in self._replicas if replica.usable]
         if not usable:
-            return self._primary_url
-        return min(usable, key=lambda replica: replica.lag or 0.0).url
+            return PRIMARY, self._primary_url
+        chosen = min(usable, key=lambda replica: replica.lag or 0.0)
+        return chosen.label, chosen.url
 
     async def _replica_for(self, position: int | None) -> Replica | None:
         if not self._replicas:

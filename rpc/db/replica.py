@@ -78,6 +78,7 @@ class Replica:
         self._system = ""  # the primary's system identifier, learned by `watch`
         self._out_said = False  # whether the log has said it is left out since it last answered reads
         self._closing: set[asyncio.Task[None]] = set()
+        self.checked = asyncio.Event()  # set once the first check has been made, whatever it found
 
     @property
     def usable(self) -> bool:
@@ -117,9 +118,11 @@ class Replica:
                     async with conn:
                         while True:
                             await self._check(conn)
+                            self.checked.set()
                             await self._pause()
                 except (psycopg.Error, OSError, TimeoutError) as exc:
                     self._leave_out(str(exc) or type(exc).__name__)
+                self.checked.set()
                 await self._rest()
         finally:  # the process stops
             pool, self._pool = self._pool, None

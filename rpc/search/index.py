@@ -202,15 +202,15 @@ class SearchIndex:
         started = time.monotonic()
         try:
             generation = self._slot.new_generation()
-            position = await asyncio.to_thread(build, self.corpus, self._reads.long_read_url(), generation)
+            database, url = self._reads.long_read()
+            position = await asyncio.to_thread(build, self.corpus, url, generation)
         finally:
             self._rebuilding = False
         async with self._lock:
             self._writer = None  # the old generation's writer lets go of its files
             self._open(generation)
-        log.info(
-            "search index %s built at position %d in %.1f s", self.corpus.name, position, time.monotonic() - started
-        )
+        took = time.monotonic() - started
+        log.info("search index %s built at position %d in %.1f s from %s", self.corpus.name, position, took, database)
 
     async def _take_up(self, generation: Generation) -> None:
         """A generation `bin/admin rebuild-search` left: served from now on, unless it is older than ours."""
