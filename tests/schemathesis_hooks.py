@@ -8,11 +8,15 @@
 - A `cursor` is a `next_cursor` the same procedure handed out (state again; a feed's is signed): a generated one
   is left out, as a client asking for a first page does. tests/test_search.py and tests/test_sync.py cover
   following cursors and refusing made-up ones (`422`).
+- A job's `scorecard_attributes` are distinct whatever their case (`SQL` and `sql` are one), and a scorecard's
+  `ratings` name each attribute once: `uniqueItems` says only that no two items are equal. A generated list keeps
+  the first of each, as a client naming each once does; tests/test_scorecards.py covers the refusals.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import schemathesis
@@ -29,6 +33,8 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
         if isinstance(params, dict):
             params.pop("cursor", None)
             _within_depth(params)
+            _each_once(params, "scorecard_attributes", _attribute_name)
+            _each_once(params, "ratings", _rated_attribute)
 
 
 def _within_depth(params: dict[str, Any]) -> None:
@@ -39,3 +45,29 @@ def _within_depth(params: dict[str, Any]) -> None:
         return  # a value of the wrong type: the server's 422 is what the fuzzer expects
     if 1 <= per_page <= 100 and page >= 1 and page * per_page > MAX_PAGE_DEPTH:
         params["page"] = MAX_PAGE_DEPTH // per_page
+
+
+def _attribute_name(name: Any) -> Any:
+    return name.casefold() if isinstance(name, str) else name
+
+
+def _rated_attribute(rating: Any) -> Any:
+    return rating.get("attribute") if isinstance(rating, dict) else rating
+
+
+def _each_once(params: dict[str, Any], field: str, identity: Callable[[Any], Hashable]) -> None:
+    items = params.get(field)
+    if not isinstance(items, list):
+        return  # a value of the wrong type: the server's 422 is what the fuzzer expects
+    seen: set[Hashable] = set()
+    kept = []
+    for item in items:
+        key = identity(item)
+        try:
+            if key in seen:
+                continue
+            seen.add(key)
+        except TypeError:
+            pass  # an unhashable item of the wrong type: left for the server to refuse
+        kept.append(item)
+    params[field] = kept

@@ -55,7 +55,9 @@ AttributeName = Annotated[
 ScorecardAttributes = Annotated[
     tuple[AttributeName, ...],
     msgspec.Meta(
-        max_length=20, description="What interviewers rate on this job's scorecards: up to 20 distinct names."
+        max_length=20,
+        description="What interviewers rate on this job's scorecards: up to 20 names, distinct whatever the case.",
+        extra_json_schema={"uniqueItems": True},
     ),
 ]
 JobStatus = Literal["draft", "published", "closed"]

@@ -8,7 +8,6 @@ any open one → cancelled; a change of terms → superseded (by the next versio
 from __future__ import annotations
 
 import datetime as dt
-import decimal
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -25,11 +24,14 @@ OPEN: tuple[OfferStatus, ...] = ("pending_approval", "approved", "sent")
 SHOWN_TO_CANDIDATE: tuple[OfferStatus, ...] = ("sent", "accepted", "declined", "expired")
 Period = Literal["year", "month", "hour"]
 Decision = Literal["pending", "approved", "rejected"]
+# More than zero, said by the pattern itself so that the document allows no amount the server refuses: a
+# non-zero whole part of up to 12 digits with up to 4 decimals, or a zero whole part with a non-zero fraction.
 Amount = Annotated[
     str,
     msgspec.Meta(
-        pattern=r"^[0-9]{1,12}(\.[0-9]{1,4})?$",
-        description="A decimal string in the currency's main unit, e.g. 85000.00.",
+        max_length=40,
+        pattern=r"^(0*[1-9][0-9]{0,11}(\.[0-9]{1,4})?|0+\.(0{0,3}[1-9]|0{0,2}[1-9][0-9]|0?[1-9][0-9]{2}|[1-9][0-9]{3}))$",
+        description="A decimal string of more than zero in the currency's main unit, e.g. 85000.00.",
     ),
 ]
 Currency = Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$", description="An ISO 4217 code, e.g. EUR or TRY.")]
@@ -50,8 +52,6 @@ class Salary(Params, frozen=True, kw_only=True):
     period: Period
 
     def __post_init__(self) -> None:
-        if decimal.Decimal(self.amount) <= 0:
-            raise FieldError("salary", "The amount must be more than zero.")
         if self.currency in _NOT_MONEY or pycountry.currencies.get(alpha_3=self.currency) is None:
             raise FieldError("salary", f"{self.currency} is not an ISO 4217 currency code (EUR, USD, TRY, ...).")
 

@@ -54,7 +54,10 @@ class ScorecardSubmitted(Struct, frozen=True, kw_only=True):
 class SubmitScorecard(Params, frozen=True, kw_only=True):
     interview_id: Id
     recommendation: Annotated[Recommendation, msgspec.Meta(description=RECOMMENDATION)]
-    ratings: Annotated[tuple[Rating, ...], msgspec.Meta(max_length=20)] = ()
+    ratings: Annotated[
+        tuple[Rating, ...],
+        msgspec.Meta(max_length=20, description="Each attribute rated once.", extra_json_schema={"uniqueItems": True}),
+    ] = ()
     notes: Notes | None = None
 
     example: ClassVar[Mapping[str, Any]] = {
