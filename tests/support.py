@@ -8,14 +8,17 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -32,6 +35,7 @@ from rpc.outbox.endpoints import Webhooks
 from rpc.settings import Settings
 
 T = TypeVar("T")
+ROOT = Path(__file__).resolve().parent.parent
 
 TEST_SECRET_KEY = "test-secret-key-0123456789abcdefghijklmnop"
 ERROR_KEYS = {"code", "message", "details"}
@@ -103,6 +107,19 @@ def database_env(settings: Settings) -> dict[str, str]:
         "DATABASE_DIRECT_URL": settings.database_direct_url or "",
         "DATABASE_REPLICA_URLS": ",".join(settings.database_replica_urls),
     }
+
+
+def admin_command(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """`bin/admin *args` run as its own process against the database of `settings`."""
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "TEST_DATABASE_URL")},
+        **database_env(settings),
+        "DATA_DIR": str(settings.data_dir),
+        "SERVICE_SECRET_KEY": settings.secret_key,
+    }
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bin" / "admin"), *args], env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def settings_for(database_url: str, **env: str) -> Settings:

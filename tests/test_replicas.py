@@ -6,6 +6,7 @@ through them. Nothing here is timed: what a replica has replayed is waited for, 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import threading
@@ -21,11 +22,12 @@ import pytest
 from bench import clusters, seeding
 from rpc.app import prepare_database
 from rpc.ops import admin as ops
-from tests.support import Admin, LiveServer, User, eventually, metric, ok, settings_for
+from tests.support import Admin, LiveServer, User, admin_command, eventually, metric, ok, settings_for
 
 DELAY = 2  # seconds the lagging replica replays each commit after it was made
 READS = "hire_db_reads_total"
 FALLBACKS = "hire_replica_fallbacks_total"
+UNREACHABLE = "postgresql://127.0.0.1:9/hire"  # nothing listens on the discard port
 
 
 @dataclass
@@ -221,6 +223,21 @@ def test_a_starting_server_builds_its_search_index_from_a_replica(
         eventually(lambda: client.get("/readyz").status_code == 200, "the server's search index", timeout=60)
     built = [record.getMessage() for record in caplog.records if " built at position " in record.getMessage()]
     assert built and built[0].endswith(f"from {cluster.prompt.label}"), built
+
+
+def test_bin_admin_rebuilds_the_search_index_from_a_replica(
+    cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`bin/admin rebuild-search` reads the index it builds as a starting server does: from a healthy replica,
+    and from the primary when the replicas named cannot answer."""
+    for replica, read_from in ((cluster.prompt.url("hire"), cluster.prompt.label), (UNREACHABLE, "primary")):
+        data = str(tmp_path_factory.mktemp("data"))
+        done = admin_command(
+            settings_for(cluster.database, DATABASE_REPLICA_URLS=replica, DATA_DIR=data), "rebuild-search"
+        )
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert report["read_from"] == read_from and report["indexes"][0]["slots"] == {"slot-0": "served"}
 
 
 def test_a_replica_stopped_outright_costs_no_request_and_is_taken_back(

@@ -8,10 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import datetime as dt
 import json
-import os
 import string
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +28,7 @@ from rpc.api import like_pattern
 from rpc.search.answers import Answers
 from rpc.search.index import SearchIndex
 from rpc.search.view import View
-from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, bearer, database_env, eventually, ok
+from tests.support import TEST_SECRET_KEY, Admin, LiveServer, User, admin_command, bearer, eventually, ok
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -303,18 +300,6 @@ def test_a_restarted_process_catches_up_on_what_it_missed(
 
 
 # -- Operations: rebuild and verify -------------------------------------------------------------------------
-
-
-def admin_command(settings: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "TEST_DATABASE_URL")},
-        **database_env(settings),
-        "DATA_DIR": settings.data_dir,
-        "SERVICE_SECRET_KEY": settings.secret_key,
-    }
-    return subprocess.run(
-        [sys.executable, str(ROOT / "bin" / "admin"), *args], env=env, capture_output=True, text=True, timeout=120
-    )
 
 
 def test_verify_search_compares_each_index_with_postgresql(

@@ -376,7 +376,7 @@ async def _admin(args: argparse.Namespace, settings: Settings, url: str) -> dict
         "retire-signing-key": lambda conn: ops.retire_signing_key(conn, kid=args.kid, force=args.force),
         "delete-user": lambda conn: ops.delete_user(conn, emitter, business.privacy, email=args.email),
         "verify-audit": audit_log.verify,
-        "rebuild-search": lambda conn: search.rebuild_all(conn, business.corpora, settings.search_path, url),
+        "rebuild-search": lambda conn: search.rebuild_all(conn, business.corpora, settings, url),
         "verify-search": lambda conn: search.verify_all(business.corpora, settings.search_path, url),
         "redeliver": lambda conn: ops.redeliver(
             conn, webhooks, delivery_id=args.id, endpoint_id=args.endpoint_id, since=args.since
