@@ -152,6 +152,7 @@ def test_terms_that_cannot_be_are_422(call: Call, hiring: Team, fields: dict[str
     }
     error = refused(call("offers.create", hiring.owner, **body), 422, "invalid_params")
     assert field in [entry["field"] for entry in error["details"]["errors"]]
+    assert not any(entry["message"].endswith("..") for entry in error["details"]["errors"])
     if "period" in fields.get("salary", {}) and fields["salary"]["period"] == "week":
         assert "(at salary.period)" in error["details"]["errors"][0]["message"]
 

@@ -209,6 +209,7 @@ def _explained(name: str, field_type: Any, exc: msgspec.ValidationError) -> str:
     """msgspec's message, with the part of the field at fault when it is not the whole of it (`salary.currency`,
     `ratings[1].rating`: msgspec's path after `$`), and, for a field that takes one of a few values, which ones."""
     message, _, path = str(exc).partition(" - at `$")
+    message = message.rstrip(".")  # a rule's own sentence (a nested struct's `FieldError`) ends with one
     if path:
         message += f" (at {name}{path.removesuffix('`')})"
     choices = _choices(field_type)
