@@ -126,10 +126,9 @@ class Schemas:
             need = "required" if name in required else _default(default) if params else ""
             words = self.words(field, with_null=not (params and default is None))
             nested = self.nested(field)
-            described = (
-                field.get("description") or resolved.get("description") or (nested and nested[0].get("description"))
-            )
-            described = "" if described == _ID_TEXT else described or ""
+            choices = [self.resolve(choice) for choice in resolved.get("anyOf", ()) if choice != {"type": "null"}]
+            said = [resolved, *choices[:1], *(nested[:1] if nested else ())]
+            described = next((text for s in said if (text := s.get("description")) and text != _ID_TEXT), "")
             yield Row(prefix + name, words, need, described)
             title = nested[0].get("title", "") if nested else ""
             if nested and title not in seen:
