@@ -1001,7 +1001,7 @@ CREATE INDEX IF NOT EXISTS payment_notifications_merchant_oid_idx ON payment_not
 
 -- A third-party application, owned by an account. Confidential clients have a secret (shown once);
 -- public ones (browser and native apps, which cannot keep one) have none and rely on PKCE alone.
--- Redirect URIs are matched exactly (RFC 9700 §4.1); `scopes` are the most the client may ask for.
+-- Redirect URIs are matched exactly (RFC 9700 section 4.1); `scopes` are the most the client may ask for.
 CREATE TABLE IF NOT EXISTS oauth_clients (
     id             text           NOT NULL,
     account_id     uuid           NOT NULL,
@@ -1069,7 +1069,7 @@ CREATE INDEX IF NOT EXISTS oauth_codes_user_idx ON oauth_codes (user_id, client_
 CREATE INDEX IF NOT EXISTS oauth_codes_grant_idx ON oauth_codes (grant_id);
 
 -- Refresh tokens of OAuth grants: each rotation marks the presented token used and adds a new one; a used
--- token presented again revokes its grant (RFC 9700 §4.14.2).
+-- token presented again revokes its grant (RFC 9700 section 4.14.2).
 CREATE TABLE IF NOT EXISTS oauth_refresh_tokens (
     id          uuid           NOT NULL DEFAULT gen_random_uuid(),
     grant_id    uuid           NOT NULL,

@@ -229,7 +229,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if (self.auth_jwks_url or self.auth_jwt_secret) and not self.auth_audience and self.production:
             raise SettingsError(
                 "an external identity provider needs AUTH_AUDIENCE in production: without it, tokens the provider "
-                "minted for any other API of the same tenant would be accepted (RFC 8725 §3.9)"
+                "minted for any other API of the same tenant would be accepted (RFC 8725 section 3.9)"
             )
         symmetric = {a for a in self.auth_algorithms if a.upper().startswith("HS")}
         if self.auth_jwks_url and symmetric:

@@ -91,7 +91,7 @@ def query(url: str) -> dict[str, str]:
 
 
 def multipart(fields: Iterable[tuple[str, str]], files: Mapping[str, tuple[str, bytes]]) -> tuple[bytes, str]:
-    """A multipart/form-data body as browsers encode it (WHATWG HTML §4.10.21.8): the fields, then each file
+    """A multipart/form-data body as browsers encode it (WHATWG HTML section 4.10.21.8): the fields, then each file
     input — with `filename=""` and no bytes when none was chosen; and its Content-Type."""
     boundary = f"----browser{uuid.uuid4().hex}"
 

@@ -71,7 +71,7 @@ class Received:
         return verifies(secret, self.body, self.headers.get("x-service-signature-next"))
 
     def standard_verified_with(self, secret: str) -> bool:
-        """Whether the Standard Webhooks library itself accepts this request with `secret` (§18)."""
+        """Whether the Standard Webhooks library itself accepts this request with `secret` (docs/webhooks.md)."""
         try:
             standardwebhooks.Webhook(secret).verify(self.body, self.headers)
         except standardwebhooks.WebhookVerificationError:

@@ -50,7 +50,7 @@ WAITS = (0.0, 0.3, 0.6, 0.9, 1.2)
 TIMEOUT = 1.0
 JITTER = 0.05  # clock and scheduling slack on a lower bound
 ENVELOPE_KEYS = {"event", "data", "timestamp", "idempotency_key"}
-SECRET = re.compile(r"^whsec_[A-Za-z0-9+/]{43}=$")  # standard base64 of 32 bytes, padded (§7)
+SECRET = re.compile(r"^whsec_[A-Za-z0-9+/]{43}=$")  # standard base64 of 32 bytes, padded (docs/webhooks.md)
 HEX_SIGNATURE = re.compile(r"^[0-9a-f]{64}$")
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -537,7 +537,7 @@ def test_rotate_with_overlap_signs_with_both_then_the_new_only(api: Call, admin:
     assert request.signed_with(old) and not request.signed_with(new)
     assert HEX_SIGNATURE.match(request.headers["x-service-signature-next"])
     assert request.next_signed_with(new) and not request.next_signed_with(old)
-    # Standard Webhooks: two signatures, the new secret's first, so that either secret verifies (§18).
+    # Standard Webhooks: two signatures, the new secret's first, so that either secret verifies (docs/webhooks.md).
     assert request.standard_verified_with(old) and request.standard_verified_with(new)
     assert len(request.headers["webhook-signature"].split(" ")) == 2
 

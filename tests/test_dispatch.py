@@ -1,4 +1,4 @@
-"""The calling conventions and error rows of docs/decisions.md–3, in the check order of §12."""
+"""The calling conventions and error rows of docs/decisions.md, in the dispatcher's order (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_other_methods_on_a_read_are_405(client: httpx.Client, employer: User) -
 
 
 def test_head_works_wherever_get_does(client: httpx.Client, employer: User) -> None:
-    """RFC 9110 §9.3.2: the GET's status and headers, no body."""
+    """RFC 9110 section 9.3.2: the GET's status and headers, no body."""
     got = client.get("/v1/jobs.list", headers=employer.auth)
     head = client.head("/v1/jobs.list", headers=employer.auth)
     assert head.status_code == 200 and head.content == b""
@@ -214,7 +214,7 @@ def test_exactly_one_mebibyte_is_accepted_as_a_body(client: httpx.Client, employ
     assert client.post("/v1/jobs.list", content=body, headers=headers).status_code == 200
 
 
-# The last three are well-formed JSON apart from a string that is not UTF-8 (RFC 8259 §8.1).
+# The last three are well-formed JSON apart from a string that is not UTF-8 (RFC 8259 section 8.1).
 @pytest.mark.parametrize(
     "body", [b"{", b"[1, 2]", b'"text"', b"null", b"\xff\xfe", b'"\x80"', b'{"title": "\xce"}', b'{"\x80": 1}']
 )

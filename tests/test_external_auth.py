@@ -507,7 +507,7 @@ def test_shared_secret_expired_is_token_expired(secret_api: httpx.Client) -> Non
 
 @pytest.mark.parametrize("provider", [{"AUTH_JWKS_URL": "https://id.example.test/jwks"}, {"AUTH_JWT_SECRET": SECRET}])
 def test_production_refuses_to_start_without_an_audience(provider: dict[str, str]) -> None:
-    """Tokens minted for another API of the same tenant would pass (RFC 8725 §3.9)."""
+    """Tokens minted for another API of the same tenant would pass (RFC 8725 section 3.9)."""
     env = {
         "SERVICE_ENV": "production", "SERVICE_SECRET_KEY": "k" * 40, "AUTH_ISSUER": ISSUER,
         "SMTP_URL": "smtp://mail.example.test", "PUBLIC_URL": "https://hire.example", **provider,

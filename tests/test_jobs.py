@@ -1,5 +1,5 @@
 """Jobs through HTTP: shapes, visibility, ownership, filters, paging, partial updates and the state machine
-of docs/decisions.md and §14."""
+of docs/decisions.md and docs/api.md."""
 
 from __future__ import annotations
 

@@ -137,7 +137,7 @@ def anonymous(live: LiveServer) -> Iterator[Browser]:
 
 
 def pkce() -> tuple[str, str]:
-    """A code verifier and its S256 challenge (RFC 7636 §4.1, §4.2)."""
+    """A code verifier and its S256 challenge (RFC 7636 sections 4.1 and 4.2)."""
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
     return verifier, challenge
@@ -181,7 +181,7 @@ def authorize(browser: Browser, app: App, scope: str) -> tuple[str, str]:
 
 
 def token(client: httpx.Client, data: dict[str, str], **kwargs: Any) -> httpx.Response:
-    """POST /oauth/token, form-encoded (RFC 6749 §4.1.3)."""
+    """POST /oauth/token, form-encoded (RFC 6749 section 4.1.3)."""
     response = client.post("/oauth/token", data=data, **kwargs)
     assert response.headers["Cache-Control"] == "no-store", "every token response, success or error"
     return response
@@ -210,7 +210,7 @@ def tokens(client: httpx.Client, browser: Browser, app: App, scope: str) -> dict
 
 
 def oauth_error(response: httpx.Response, error: str, status: int = 400) -> dict[str, Any]:
-    """An RFC 6749 §5.2 error body."""
+    """An RFC 6749 section 5.2 error body."""
     assert response.status_code == status, response.text
     body: dict[str, Any] = response.json()
     assert body["error"] == error and isinstance(body["error_description"], str), body
@@ -460,7 +460,7 @@ def test_repeated_parameters_are_invalid_request(candidate_browser: Browser, pub
 def test_before_sign_in_no_error_is_sent_to_the_client(
     anonymous: Browser, public_app: App, scope: str, changes: dict[str, str | None]
 ) -> None:
-    """No open redirector (RFC 9700 §4.11.2): a link to a registered client with a broken request must not
+    """No open redirector (RFC 9700 section 4.11.2): a link to a registered client with a broken request must not
     bounce a visitor who has not signed in on to that client's address."""
     params = authorize_params(public_app, scope, pkce()[1], **changes)
     page = anonymous.get("/oauth/authorize", params=params)
@@ -488,7 +488,7 @@ def test_registered_query_is_kept(
 def test_loopback_redirect_accepts_any_port(
     admin: Admin, developer: User, client: httpx.Client, candidate_browser: Browser
 ) -> None:
-    """RFC 8252 §7.3: a native app's loopback redirect URI may use whatever port it got."""
+    """RFC 8252 section 7.3: a native app's loopback redirect URI may use whatever port it got."""
     registered = register(admin, developer, public=True, redirect="http://127.0.0.1/callback")
     app = App(registered.client_id, None, "http://127.0.0.1:53124/callback")
     verifier, challenge = pkce()
@@ -667,7 +667,7 @@ def test_failed_client_authentication_is_invalid_client(
 def test_basic_credentials_are_form_decoded(
     client: httpx.Client, employer_browser: Browser, confidential_app: App
 ) -> None:
-    """RFC 6749 §2.3.1: id and secret are form-encoded before Basic; ours only use safe characters, but a
+    """RFC 6749 section 2.3.1: id and secret are form-encoded before Basic; ours only use safe characters, but a
     client that encodes them anyway is understood."""
     assert confidential_app.secret is not None
     code, verifier = authorize(employer_browser, confidential_app, "read:profile")
@@ -782,7 +782,7 @@ def test_refresh_may_narrow_the_access_token(client: httpx.Client, candidate_bro
     assert me(client, narrow["access_token"]).status_code == 200
     refused(client.get("/v1/jobs.list", headers=bearer(narrow["access_token"])), 403, "insufficient_scope")
     full = refresh(client, public_app, narrow["refresh_token"]).json()
-    assert full["scope"] == "read:jobs read:profile", "the refresh token keeps the grant's scopes (RFC 6749 §6)"
+    assert full["scope"] == "read:jobs read:profile", "the refresh token keeps the grant's scopes (RFC 6749 section 6)"
 
 
 def test_refresh_token_of_another_client_is_invalid_grant(
@@ -982,7 +982,7 @@ def test_create_oauth_client_refuses_bad_redirect_uris(admin: Admin, developer: 
         ("http://client.example/cb", False, True),
         ("http://127.0.0.1/cb", True, True),
         ("http://[::1]:8080/cb", True, True),
-        ("http://localhost/cb", True, False),  # RFC 8252 §8.3: the loopback IP, not a name that may resolve elsewhere
+        ("http://localhost/cb", True, False),  # RFC 8252 section 8.3: the IP, not a name that may resolve elsewhere
         ("com.example.app:/oauth2redirect", True, True),
         ("myapp:/cb", True, False),
         ("data:text/html,x", False, False),

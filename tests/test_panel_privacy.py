@@ -95,7 +95,7 @@ def test_the_log_shows_the_accounts_entries_newest_first(browser_of: Any, admin:
     assert plan[3] == f"account “{account}”"
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", signin[0])
     options = re.findall(r'<option value="([^"]*)"', page.text)
-    assert options == ["", *sorted(audit_log.ACTIONS)], "the action filter offers every action of §20"
+    assert options == ["", *sorted(audit_log.ACTIONS)], "the action filter offers every action the log records"
 
 
 def test_endpoints_and_invitations_are_shown_by_their_url_and_e_mail(browser_of: Any, admin: Admin) -> None:

@@ -301,3 +301,24 @@ def test_no_file_names_a_document_the_repository_does_not_hold() -> None:
         and _OUTSIDE.search(path.read_text(errors="replace"))
     ]
     assert named == []
+
+
+# A section number is cited only with the public standard it belongs to ("RFC 6749 section 5.2"); a section sign
+# and a number alone, or the word and a number of nothing named, points into a document a clone does not have.
+_SECTION = re.compile(r"\u00a7|\bsections? \d", re.IGNORECASE)
+_OF_A_STANDARD = re.compile(
+    r"(RFC \d+|OpenID Connect Core|ODF 1\.2|WHATWG HTML|OpenAPI 3\.1),?\s+sections? \d[\d.]*(\s+and\s+\d[\d.]*)?"
+)
+
+
+def test_no_file_cites_a_section_of_a_document_it_does_not_name() -> None:
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    cited = []
+    for name in filter(None, tracked.decode().split("\0")):
+        data = (ROOT / name).read_bytes() if (ROOT / name).is_file() else b""
+        if b"\0" in data:
+            continue  # a picture
+        # The standards' citations blanked out (their lines kept), what is left may cite no section.
+        text = _OF_A_STANDARD.sub(lambda m: re.sub(r"\S", "-", m.group()), data.decode(errors="replace"))
+        cited += [f"{name}:{text.count(chr(10), 0, found.start()) + 1}" for found in _SECTION.finditer(text)]
+    assert cited == [], "say the thing itself, or point to the page of docs/ that says it"

@@ -593,7 +593,7 @@ def walker(admin: Admin) -> User:
 def test_following_next_cursor_visits_every_match_once(
     call: Call, walker: User, ties: None, q: str, per_page: int, sort: str | None
 ) -> None:
-    """The property of §15: the pages walked hold each match exactly once, and `total` counts them."""
+    """The paging promise of docs/search.md: the pages walked hold each match exactly once, and `total` counts them."""
     params: dict[str, Any] = {"q": q} if sort is None else {"q": q, "sort": sort}
     ids, pages = walk(call, walker, per_page, **params)
     everything = search(call, walker, per_page=100, **params)

@@ -45,7 +45,7 @@ class Published(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def not_modified(request: Request, published: Published, document: str) -> bool:
-    """RFC 9110 §13.2.2: If-None-Match decides when sent; else If-Modified-Since (whole seconds)."""
+    """RFC 9110 section 13.2.2: If-None-Match decides when sent; else If-Modified-Since (whole seconds)."""
     if (tags := request.headers.get("if-none-match")) is not None:
         sent = {tag.strip().removeprefix("W/") for tag in tags.split(",")}
         return "*" in sent or published.etag(document) in sent

@@ -73,9 +73,10 @@ OPERATOR = Actor("operator", None)
 
 
 def automated(name: str) -> Actor:
-    """A part of the service acting on its own — a payment provider's notification, a periodic job. §20 knows three
-    kinds of actor and no person is behind these, so they are `operator`s; a person at `bin/admin` has no id, an
-    automated actor is named by `name` (`paytr`, `subscription-expiry`), so the log can tell them apart."""
+    """A part of the service acting on its own — a payment provider's notification, a periodic job. The log knows
+    three kinds of actor (docs/privacy.md) and no person is behind these, so they are `operator`s; a person at
+    `bin/admin` has no id, an automated actor is named by `name` (`paytr`, `subscription-expiry`), so the log can
+    tell them apart."""
     return Actor("operator", name)
 
 

@@ -21,13 +21,13 @@ from rpc.core.errors import InvalidToken, TokenExpired
 from rpc.settings import Settings
 
 TYP = "at+jwt"
-_TYPES = frozenset({"at+jwt", "application/at+jwt"})  # RFC 9068 §4: either spelling, any case
+_TYPES = frozenset({"at+jwt", "application/at+jwt"})  # RFC 9068 section 4: either spelling, any case
 _REQUIRED = ["iss", "aud", "sub", "exp", "iat", "jti", "client_id", "scope", "gid"]
 
 
 def issuer(settings: Settings) -> str:
-    """The authorization server's issuer identifier (RFC 8414 §2): the host, so that its metadata lives at
-    `{host}/.well-known/oauth-authorization-server` exactly as RFC 8414 §3 derives it."""
+    """The authorization server's issuer identifier (RFC 8414 section 2): the host, so that its metadata lives at
+    `{host}/.well-known/oauth-authorization-server` exactly as RFC 8414 section 3 derives it."""
     return settings.public_url.rstrip("/")
 
 

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 CLOCK_LEEWAY_SECONDS = 30
 REFETCH_INTERVAL_SECONDS = 30.0
 FETCH_TIMEOUT_SECONDS = 5.0
-MAX_SUBJECT_LENGTH = 255  # OpenID Connect Core §2: `sub` must not exceed 255 ASCII characters
+MAX_SUBJECT_LENGTH = 255  # OpenID Connect Core section 2: `sub` must not exceed 255 ASCII characters
 
 
 class ExternalProvider:

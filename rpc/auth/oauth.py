@@ -89,7 +89,7 @@ WHERE r.token_hash = %(hash)s
 
 
 class TokenResponse(msgspec.Struct, frozen=True, kw_only=True):
-    """A successful token response (RFC 6749 §5.1)."""
+    """A successful token response (RFC 6749 section 5.1)."""
 
     access_token: str
     token_type: str
@@ -113,7 +113,7 @@ class AuthorizationServer:
     def issuer(self) -> str:
         return access_tokens.issuer(self._settings)
 
-    # client authentication (RFC 6749 §2.3) ----------------------------------------------------------------
+    # client authentication (RFC 6749 section 2.3) ----------------------------------------------------------------
 
     async def authenticate_client(self, conn: Connection, client_id: str | None, secret: str | None) -> Client:
         """The client making a token or revocation request; a confidential one must show its secret, a public

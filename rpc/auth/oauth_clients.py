@@ -2,7 +2,7 @@
 
 A confidential client authenticates with a secret (`hsec_` + 43 random characters; only its SHA-256 is
 kept, the value is shown once); a public client has none and proves itself with PKCE alone. Redirect URIs
-are compared as exact strings (RFC 9700 §4.1.3), with the single exception RFC 8252 §7.3 demands: for an
+are compared as exact strings (RFC 9700 section 4.1.3), with the single exception RFC 8252 section 7.3 demands: for an
 `http` loopback-IP redirect URI (a native app's), any port matches.
 """
 
@@ -114,7 +114,8 @@ def _loopback_ip(host: str | None) -> bool:
 
 
 def check_redirect_uri(uri: str, *, production: bool) -> str:
-    """A redirect URI fit for registration (RFC 6749 §3.1.2, RFC 8252 §7, RFC 9700 §2.1), or InvalidClientSpec.
+    """A redirect URI fit for registration (RFC 6749 section 3.1.2, RFC 8252 section 7, RFC 9700 section 2.1), or
+    InvalidClientSpec.
 
     Absolute, no fragment, no user info; `https`, or `http` on a loopback IP (native apps), or a private-use
     scheme in reverse-domain form (`com.example.app:/callback`). Outside production, plain `http` to any host
@@ -143,7 +144,7 @@ def check_redirect_uri(uri: str, *, production: bool) -> str:
 
 
 def redirect_matches(registered: Iterable[str], requested: str) -> bool:
-    """Exact string comparison; for `http` on a loopback IP, any port (RFC 8252 §7.3)."""
+    """Exact string comparison; for `http` on a loopback IP, any port (RFC 8252 section 7.3)."""
     registered = tuple(registered)
     if requested in registered:
         return True

@@ -1,6 +1,6 @@
-"""The OAuth endpoints' error answers (RFC 6749 §5.2): each carries its `error` code and HTTP status.
+"""The OAuth endpoints' error answers (RFC 6749 section 5.2): each carries its `error` code and HTTP status.
 
-OAuthError (400; RFC 6749 §5.2 `error` code)
+OAuthError (400; RFC 6749 section 5.2 `error` code)
 ├── InvalidRequest, InvalidGrant, InvalidScope, UnauthorizedClient, UnsupportedGrantType
 └── InvalidClient (401, with a Basic challenge)
 """

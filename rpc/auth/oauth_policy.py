@@ -13,7 +13,7 @@ from rpc.auth.oauth_clients import Client
 from rpc.auth.oauth_errors import InvalidRequest, InvalidScope
 from rpc.core.crypto import same
 
-_VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")  # RFC 7636 §4.1
+_VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")  # RFC 7636 section 4.1
 _CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")  # base64url of a SHA-256, unpadded
 
 

@@ -34,7 +34,7 @@ FIELD = "file"
 FRAMING = 16 * 1024  # what boundaries and part headers may add to the file's own bytes
 FILENAME_MAX = 255
 _ESCAPED = (("%22", '"'), ("%0D", "\r"), ("%0A", "\n"))
-# RFC 2046 §5.1.1: 1 to 70 `bchars`, the last not a space.
+# RFC 2046 section 5.1.1: 1 to 70 `bchars`, the last not a space.
 _BOUNDARY = re.compile(rb"[0-9A-Za-z'()+_,\-./:=? ]{0,69}[0-9A-Za-z'()+_,\-./:=?]")
 
 

@@ -133,7 +133,7 @@ def _whole_numbers(value: Any) -> Any:
 
 
 # What msgspec raises for bytes that are not JSON it can decode: malformed JSON, strings that are not UTF-8
-# (RFC 8259 §8.1), and arrays or objects nested deeper than its decoder goes (RecursionError).
+# (RFC 8259 section 8.1), and arrays or objects nested deeper than its decoder goes (RecursionError).
 UNDECODABLE = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 

@@ -60,7 +60,7 @@ class Procedure:
 
     @property
     def methods(self) -> tuple[str, ...]:
-        """A write takes POST; a read takes GET (and HEAD, wherever GET works: RFC 9110 §9.3.2) and POST."""
+        """A write takes POST; a read takes GET (and HEAD, wherever GET works: RFC 9110 section 9.3.2) and POST."""
         return ("POST",) if self.write else ("GET", "HEAD", "POST")
 
 

@@ -2,7 +2,7 @@
 
 The `filetype` library reads the signature; DOCX and ODT are zip archives, and a signature read from the first
 entries is no proof, so each is also opened as an archive and must hold its format's marker: `word/document.xml`
-beside `[Content_Types].xml` (OOXML), and a `mimetype` entry naming an ODF text document (ODF 1.2 §3.3).
+beside `[Content_Types].xml` (OOXML), and a `mimetype` entry naming an ODF text document (ODF 1.2 section 3.3).
 
 Telling never inflates more than it needs, whatever an archive declares: at most `ARCHIVE_READ_LIMIT` bytes of
 it are read in all (its directory, where each entry costs memory, is read whole), and of `mimetype` only its

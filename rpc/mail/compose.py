@@ -39,7 +39,7 @@ SUBJECTS = {
 
 @dataclass(frozen=True, slots=True)
 class Alternative:
-    """One more rendering of a message beside its text and HTML (RFC 2046 §5.1.4): a calendar object, say, as
+    """One more rendering of a message beside its text and HTML (RFC 2046 section 5.1.4): a calendar object, say, as
     `text/calendar; method=REQUEST` (RFC 6047), which mail clients offer to put in the calendar."""
 
     subtype: str

@@ -1,14 +1,15 @@
 """How deliveries are signed, and what an endpoint's secret is.
 
-A secret is `whsec_` + the standard base64 (RFC 4648 §4, padded: 44 characters) of 32 random bytes
+A secret is `whsec_` + the standard base64 (RFC 4648 section 4, padded: 44 characters) of 32 random bytes
 (docs/webhooks.md). It signs twice:
 - `X-Service-Signature`: lowercase hex HMAC-SHA256 of the raw body, keyed with the UTF-8 bytes of the whole
   secret string, exactly as shown;
-- `webhook-signature` (Standard Webhooks, §18): `v1,` + base64 HMAC-SHA256 keyed with the 32 decoded bytes,
-  over `{webhook-id}.{webhook-timestamp}.{body}`, so that the standardwebhooks and Svix libraries verify it.
-Secrets made before §18 are `whsec_` + unpadded base64url; they decode to their 32 bytes as well (the libraries
-decode only standard base64, so such an endpoint's owner rotates to use them). It is sealed at rest, since it
-must be read back to sign.
+- `webhook-signature` (Standard Webhooks, docs/webhooks.md): `v1,` + base64 HMAC-SHA256 keyed with the 32
+  decoded bytes, over `{webhook-id}.{webhook-timestamp}.{body}`, so that the standardwebhooks and Svix libraries
+  verify it.
+Secrets made before the Standard Webhooks signature are `whsec_` + unpadded base64url; they decode to their 32
+bytes as well (the libraries decode only standard base64, so such an endpoint's owner rotates to use them). It is
+sealed at rest, since it must be read back to sign.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def new_secret() -> str:
 
 
 def secret_bytes(secret: str) -> bytes:
-    """The 32 bytes a secret encodes (in the standard base64 of §7, or the earlier unpadded base64url)."""
+    """The 32 bytes a secret encodes (padded standard base64 today, or the earlier unpadded base64url)."""
     encoded = secret.removeprefix(SECRET_PREFIX)
     return base64.urlsafe_b64decode(encoded.replace("+", "-").replace("/", "_") + "=" * (-len(encoded) % 4))
 

@@ -1,12 +1,12 @@
-"""`/oauth/authorize` (RFC 6749 §4.1.1): validate, sign in, ask for consent, redirect with a code.
+"""`/oauth/authorize` (RFC 6749 section 4.1.1): validate, sign in, ask for consent, redirect with a code.
 
 The order matters. The client and its redirect URI are checked first, and a fault there is an error page,
-never a redirect (RFC 6749 §4.1.2.1: an open redirector otherwise). Every later fault is sent back to that
+never a redirect (RFC 6749 section 4.1.2.1: an open redirector otherwise). Every later fault is sent back to that
 redirect URI as `error=...&state=...` — but only once a person has signed in: before that, every fault is an
-error page too (RFC 9700 §4.11.2), so that nobody can use a registered client's URI as a redirector. The
+error page too (RFC 9700 section 4.11.2), so that nobody can use a registered client's URI as a redirector. The
 consent form posts the request's parameters back with the session's CSRF token and is validated from scratch;
 approving issues the code, denying sends `access_denied`. Every redirect also carries `iss` (RFC 9207), so a
-client talking to several authorization servers can tell which one answered (RFC 9700 §4.4 mix-up defence).
+client talking to several authorization servers can tell which one answered (RFC 9700 section 4.4 mix-up defence).
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def _redirect_error(state: Web, exc: RedirectError, user: WebUser | None) -> Res
 
 
 def _with_params(uri: str, **params: str | None) -> str:
-    """`uri` with parameters added to its query, keeping the registered query as it is (RFC 6749 §3.1.2)."""
+    """`uri` with parameters added to its query, keeping the registered query as it is (RFC 6749 section 3.1.2)."""
     parts = urllib.parse.urlsplit(uri)
     added = urllib.parse.urlencode({name: value for name, value in params.items() if value is not None})
     return urllib.parse.urlunsplit(parts._replace(query=f"{parts.query}&{added}" if parts.query else added))

@@ -1,5 +1,5 @@
 """Reading form-encoded bodies (`application/x-www-form-urlencoded`), strictly: UTF-8, bounded, every field
-possibly repeated so that callers can refuse repeats (RFC 6749 §3.1: no parameter more than once)."""
+possibly repeated so that callers can refuse repeats (RFC 6749 section 3.1: no parameter more than once)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ DEFAULT_LANDING = "/web"
 _CSP_SOURCE = re.compile(r"^[a-z][a-z0-9+.-]*:(//[A-Za-z0-9.:\[\]-]+)?$")
 
 PAGE_HEADERS = {
-    "X-Frame-Options": "DENY",  # clickjacking of the consent page (RFC 9700 §4.16)
+    "X-Frame-Options": "DENY",  # clickjacking of the consent page (RFC 9700 section 4.16)
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-store",
@@ -83,7 +83,7 @@ class Pages:
 
 
 def redirect(location: str) -> Response:
-    """303 See Other (RFC 9700 §4.12: never 307 after a POST), with no referrer and no caching."""
+    """303 See Other (RFC 9700 section 4.12: never 307 after a POST), with no referrer and no caching."""
     response = RedirectResponse(location, status_code=303)
     response.headers.update({"Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
     return response

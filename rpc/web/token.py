@@ -1,10 +1,10 @@
 """`POST /oauth/token`, `POST /oauth/revoke` and `GET /.well-known/oauth-authorization-server`.
 
-Bodies are form-encoded (RFC 6749 §4.1.3) or a JSON object of strings; a parameter sent twice is
+Bodies are form-encoded (RFC 6749 section 4.1.3) or a JSON object of strings; a parameter sent twice is
 `invalid_request`. Clients authenticate with HTTP Basic (`client_secret_basic`, id and secret form-encoded
-first, RFC 6749 §2.3.1) or `client_secret` in the body (`client_secret_post`); public clients send
+first, RFC 6749 section 2.3.1) or `client_secret` in the body (`client_secret_post`); public clients send
 `client_id` alone (`none`). Every answer, success or error, carries `Cache-Control: no-store`; errors are
-RFC 6749 §5.2 bodies `{"error", "error_description"}`, `invalid_client` with `401` and a Basic challenge.
+RFC 6749 section 5.2 bodies `{"error", "error_description"}`, `invalid_client` with `401` and a Basic challenge.
 Both endpoints are throttled per client address and per (claimed) client id.
 """
 
@@ -144,7 +144,7 @@ def _json_params(body: bytes) -> dict[str, str]:
 
 
 def _basic(request: Request) -> tuple[str, str] | None:
-    """The (client_id, secret) of an HTTP Basic header, each form-decoded (RFC 6749 §2.3.1)."""
+    """The (client_id, secret) of an HTTP Basic header, each form-decoded (RFC 6749 section 2.3.1)."""
     header = request.headers.get("authorization")
     if header is None:
         return None
@@ -183,7 +183,7 @@ def _credentials(request: Request, params: dict[str, str]) -> tuple[str | None, 
 
 
 def _error(exc: Exception) -> Response:
-    """An RFC 6749 §5.2 body for every failure, with `no-store`."""
+    """An RFC 6749 section 5.2 body for every failure, with `no-store`."""
     headers = dict(NO_STORE)
     if isinstance(exc, OAuthError):
         status, error, description = exc.status, exc.error, exc.description

@@ -106,7 +106,7 @@ def _event(meeting: Meeting, stamp: dt.datetime, *, cancelled: bool) -> icalenda
     event.add("dtstamp", stamp)
     event.add("sequence", meeting.sequence)
     for name, moment in (("dtstart", meeting.starts_at), ("dtend", meeting.ends_at)):
-        # The wall time with its zone's name, always (UTC too): RFC 5545 §3.3.5's form 3.
+        # The wall time with its zone's name, always (UTC too): RFC 5545 section 3.3.5's form 3.
         wall = moment.astimezone(zone).replace(tzinfo=None)
         event.add(name, wall, parameters={"TZID": meeting.time_zone})
     event.add("summary", meeting.summary)
