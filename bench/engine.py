@@ -21,10 +21,10 @@ import msgspec
 import psycopg
 import tantivy
 
-from procedures.jobs import ListJobs
 from procedures.jobs.search import from_index, listing
 from procedures.jobs.search.corpus import JOBS
 from procedures.jobs.search.request import Search, SearchJobs
+from procedures.jobs.shapes import ListJobs
 from rpc.search.slots import IDENTITY_SQL, corpus_root, current_generation
 from rpc.search.view import View
 

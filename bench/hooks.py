@@ -7,21 +7,18 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from bench.config import READY_SECONDS, BenchError
 from bench.delivery import emit_events
 from bench.meter import Usage
 from bench.processes import Child, script
 from bench.results import Row, Run, median, rounded, summarize
+from bench.stand import Stand
 from procedures.vocabulary import VOCABULARY
 from rpc.ops import admin as ops
 from rpc.outbox.emit import build_emitter
 from rpc.outbox.queue import DELIVER_TASK, DELIVERY_QUEUE
 from rpc.settings import Settings
-
-if TYPE_CHECKING:  # the scenarios start the delivery scenario: only its type is needed here
-    from bench.scenarios import Bench
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +32,7 @@ class Hooks:
     """Webhook delivery by one `bin/worker` into the loopback receiver: its throughput on a backlog, and the
     latency from emit (the event's transaction) to receipt at the target rate (`Config.webhook_rate`)."""
 
-    def __init__(self, bench: Bench) -> None:
+    def __init__(self, bench: Stand) -> None:
         self.bench = bench
         self.emitter = build_emitter(Settings.from_env(bench.targets.env), VOCABULARY.event_kinds)
         self.rounds: list[HookRound] = []

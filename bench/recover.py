@@ -24,7 +24,7 @@ import msgspec
 from bench.config import Progress
 from bench.processes import script
 from bench.stage import Stage, stage
-from procedures.jobs import JobEvent
+from procedures.jobs.shapes import JobEvent
 from procedures.vocabulary import VOCABULARY
 from rpc.ops import admin as ops
 from rpc.outbox.emit import build_emitter

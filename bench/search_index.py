@@ -7,19 +7,16 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bench.config import BenchError
 from bench.processes import script
 from bench.results import Row
-
-if TYPE_CHECKING:  # the scenarios import this module
-    from bench.scenarios import Bench
+from bench.stand import Stand
 
 NAME = "search index"
 
 
-def row(bench: Bench, size: int) -> Row:
+def row(bench: Stand, size: int) -> Row:
     targets = bench.targets
     command = [*script("admin"), "rebuild-search"]
     done = subprocess.run(command, env=targets.env, capture_output=True, text=True, timeout=600)  # noqa: S603

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from procedures.jobs import JobEvent
+from procedures.jobs.shapes import JobEvent
 from rpc.ops import admin as ops
 from tests.receiver import Receiver, Reply
 from tests.support import Admin, User, emitter_for, ok, refused

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import procedures.jobs
+import procedures.jobs.reads
 from procedures.published_cache import PublishedCache
 from procedures.window import SLACK, Ranked, Window
 from rpc.core.memory import Slot
@@ -40,7 +40,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> Any:
     class Fresh:
         def __enter__(self) -> None:
             # A slot of its own: every app makes its value anew at the first call that keeps a page.
-            monkeypatch.setattr(procedures.jobs, "_PUBLIC_PAGES", Slot("fresh", lambda: PublishedCache(size=16)))
+            monkeypatch.setattr(procedures.jobs.reads, "_PUBLIC_PAGES", Slot("fresh", lambda: PublishedCache(size=16)))
 
         def __exit__(self, *exc: object) -> None:
             monkeypatch.undo()

@@ -1,5 +1,6 @@
 """The house's rules (docs/architecture.md), read from the source: imports point one way and never in a circle, and the
-installed package holds no benchmark code."""
+installed package holds no benchmark code. The benchmark (`bench/`) is held to the same: it may import the packages,
+they never import it, and its own modules import each other without a circle."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("rpc", "procedures")
+BENCH = "bench"  # beside the packages, not installed: bin/bench puts the project on the path
 # The layer table (docs/architecture.md): a room imports only rooms on lower floors. Each folder under rpc/ is a
 # room, and so is each module directly under it; the rooms of procedures/ all stand above rpc/ but below its
 # assembly (`rpc.app`, which alone imports them) and the command line.
@@ -38,10 +40,10 @@ FLOORS = {
 }
 
 
-def modules() -> dict[str, Path]:
-    """Every module of the installed packages, by dotted name."""
+def modules(packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
+    """Every module of `packages` (the installed ones unless told), by dotted name."""
     found = {}
-    for package in PACKAGES:
+    for package in packages:
         for path in (ROOT / package).rglob("*.py"):
             parts = path.relative_to(ROOT).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -66,8 +68,8 @@ def imported(path: Path, known: dict[str, Path]) -> Iterator[str]:
                 yield name
 
 
-def graph() -> dict[str, set[str]]:
-    known = modules()
+def graph(packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
+    known = modules(packages)
     return {name: {target for target in imported(path, known) if target != name} for name, path in known.items()}
 
 
@@ -170,6 +172,26 @@ def test_the_architecture_page_draws_the_rooms_as_they_are() -> None:
 def test_the_package_holds_no_benchmark_code() -> None:
     assert [name for name in modules() if "bench" in name] == []
     assert (ROOT / "bench" / "harness.py").exists()
+
+
+def test_the_packages_never_import_the_benchmark() -> None:
+    """The benchmark drives the service from outside; the service never reaches into it."""
+    edges = graph((*PACKAGES, BENCH))
+    reaching = sorted(
+        (name, target)
+        for name, targets in edges.items()
+        if not name.startswith(BENCH)
+        for target in targets
+        if target.startswith(BENCH)
+    )
+    assert reaching == []
+    assert any(target.startswith("rpc") for target in edges["bench.harness"])  # the graph does see bench's imports
+
+
+def test_no_benchmark_module_imports_itself_round_a_circle() -> None:
+    """Also an import under TYPE_CHECKING: a scenario module takes what it runs on as a protocol (`bench.stand`),
+    not from the module that imports it."""
+    assert circles(graph((BENCH,))) == []
 
 
 def test_no_module_keeps_answers_in_a_global() -> None:

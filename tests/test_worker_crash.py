@@ -33,7 +33,7 @@ from typing import IO, Any
 
 import pytest
 
-from procedures.jobs import JobEvent
+from procedures.jobs.shapes import JobEvent
 from rpc.db.pool import open_pool
 from rpc.ops import admin as ops
 from rpc.outbox.claims import Outcome, Settlement, claim, settle

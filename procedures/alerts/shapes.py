@@ -12,8 +12,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from procedures.jobs import EmploymentType
 from procedures.jobs.search.request import Query, Search, SearchJobs, Types
+from procedures.jobs.shapes import EmploymentType
 from rpc.api import Params, PlainText, Struct
 from rpc.core.crypto import token_hash
 

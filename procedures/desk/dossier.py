@@ -22,7 +22,8 @@ from procedures.applications.offers.shapes import ListOffers, Offer
 from procedures.applications.pipeline import get_application
 from procedures.applications.scorecards.peeking import readable
 from procedures.applications.scorecards.shapes import Scorecard
-from procedures.jobs import Job, get_job
+from procedures.jobs.reads import get_job
+from procedures.jobs.shapes import Job
 from procedures.public_pages import calls
 from rpc.api import Context, IdParams, InvalidTransition, NotFound
 from rpc.panel.handler import Panel

@@ -12,7 +12,9 @@ from starlette.responses import Response
 from procedures import keyset
 from procedures.desk.jobs import FIELDS, job_params, posted_job
 from procedures.desk.pages import APPLICATION_STATUSES, FormState, back_to, desk_page, render, said, sent_back
-from procedures.jobs import Job, UpdateJob, close_job, get_job, owned, publish_job, update_job
+from procedures.jobs.reads import get_job, owned
+from procedures.jobs.shapes import Job, UpdateJob
+from procedures.jobs.writes import close_job, publish_job, update_job
 from procedures.public_pages import calls
 from rpc.api import Forbidden, IdParams, NotFound
 from rpc.panel.handler import Panel

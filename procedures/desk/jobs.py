@@ -11,7 +11,8 @@ from starlette.responses import Response
 
 from procedures import keyset
 from procedures.desk.pages import FormState, back_to, desk_page, render, sent_back
-from procedures.jobs import CreateJob, create_job
+from procedures.jobs.shapes import CreateJob
+from procedures.jobs.writes import create_job
 from procedures.public_pages import calls
 from rpc.panel.handler import Panel
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from procedures.jobs import JobEvent
+from procedures.jobs.shapes import JobEvent
 from rpc.ops import admin as ops
 from tests.conftest import Databases
 from tests.drills.common import Fleet, Resetter, median, percentile, service_env

@@ -9,7 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from procedures.jobs import AttributeName
+from procedures.jobs.shapes import AttributeName
 from rpc.api import EXAMPLE_ID, NO_NUL, FieldError, Id, PageParams, Params, Struct
 
 Recommendation = Literal["strong_no", "no", "yes", "strong_yes"]

@@ -8,9 +8,9 @@ from typing import Any
 
 import msgspec
 
-from procedures.jobs import JobSummary
 from procedures.jobs.search.facets import FacetCounts, counts_sql
 from procedures.jobs.search.request import Search, SearchPage
+from procedures.jobs.shapes import JobSummary
 from rpc.api import Context, like_pattern
 
 _SHOWN = "id::text AS id, title, company, location, status, created_at, published_at AS _published_at"

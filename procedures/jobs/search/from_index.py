@@ -8,12 +8,12 @@ import datetime as dt
 import msgspec
 import tantivy
 
-from procedures.jobs import JobSummary
 from procedures.jobs.search.corpus import micros, rank
 from procedures.jobs.search.facets import NAMES, FacetCounts, Facets
 from procedures.jobs.search.filters import contains, either, every
 from procedures.jobs.search.request import Search, SearchPage
 from procedures.jobs.search.syntax import to_query
+from procedures.jobs.shapes import JobSummary
 from rpc.search.view import Hit, View
 
 _FIRST_FETCH = 8  # rows beyond those asked, for the few that share the cursor's rank

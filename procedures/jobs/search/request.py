@@ -10,10 +10,10 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from procedures.jobs import EmploymentType, JobSummary
 from procedures.jobs.search import cursor
 from procedures.jobs.search.facets import Facets
 from procedures.jobs.search.syntax import Typed, parse
+from procedures.jobs.shapes import EmploymentType, JobSummary
 from rpc.api import Moment, Params, PlainText, Struct, moment
 from rpc.core.cursor import CursorCodec
 
