@@ -8,9 +8,7 @@ import asyncio
 import uuid
 from pathlib import Path
 
-from rpc.api import Context, Id, IdParams, InvalidParams, NotFound, parse_id, procedure
-from rpc.core.errors import UnsupportedMediaType
-from rpc.core.multipart import Upload
+from rpc.api import Context, Id, IdParams, InvalidParams, NotFound, UnsupportedMediaType, Upload, parse_id, procedure
 from rpc.files.detect import ACCEPTED_TEXT, detect, with_extension
 from rpc.files.links import Downloader
 from rpc.files.model import COLUMNS, File

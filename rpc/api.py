@@ -24,6 +24,7 @@ from rpc.core.errors import (
     NotFound,
     RpcError,
     Unavailable,
+    UnsupportedMediaType,
 )
 from rpc.core.fields import (
     EXAMPLE_ID,
@@ -42,6 +43,7 @@ from rpc.core.fields import (
     parse_id,
     set_clause,
 )
+from rpc.core.multipart import Upload
 from rpc.core.principal import Principal
 from rpc.core.registry import on_conflict, procedure
 from rpc.core.types import ROLES, Connection, Role
@@ -79,6 +81,8 @@ __all__ = [
     "ShortText",
     "Struct",
     "Unavailable",
+    "UnsupportedMediaType",
+    "Upload",
     "changes",
     "like_pattern",
     "moment",
