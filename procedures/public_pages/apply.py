@@ -21,9 +21,9 @@ from procedures.profile import update as update_profile
 from procedures.public_pages import resume
 from procedures.public_pages.jobposting import LABELS, PublicJob
 from procedures.public_pages.site import context_for, find_job, job_gone, message, render
-from rpc.api import Conflict, Connection, InvalidParams, NotFound, on_duplicate
-from rpc.core.errors import RateLimited, UnsupportedMediaType
-from rpc.core.multipart import Form, Upload
+from rpc.api import Conflict, Connection, InvalidParams, NotFound, UnsupportedMediaType, Upload, on_duplicate
+from rpc.core.errors import RateLimited
+from rpc.core.multipart import Form
 from rpc.services import services
 from rpc.web.pages import redirect
 from rpc.web.people import PURPOSE as PEOPLE_PURPOSE

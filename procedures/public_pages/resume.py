@@ -12,8 +12,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from procedures.public_pages.site import message
-from rpc.api import InvalidParams
-from rpc.core.errors import PayloadTooLarge, UnsupportedMediaType
+from rpc.api import InvalidParams, UnsupportedMediaType
+from rpc.core.errors import PayloadTooLarge
 from rpc.core.multipart import Form, Shape, read_form
 from rpc.files.detect import ACCEPTED_TEXT
 from rpc.services import services
