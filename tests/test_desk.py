@@ -112,6 +112,43 @@ def test_an_employer_writes_publishes_and_edits_a_job(browser: Browser, admin: A
     assert "Night porter (m/f/d)" in listed
 
 
+def form_key(page: httpx.Response, action: str) -> str:
+    """The key of the form of `page` that posts to `action`, made when the page was shown."""
+    form = re.search(rf'<form[^>]*action="{re.escape(action)}"[^>]*>(.*?)</form>', page.text, re.S)
+    assert form is not None, page.text[:2000]
+    key = re.search(r'name="form_key" value="([^"]+)"', form[1])
+    assert key is not None, form[1]
+    return key[1]
+
+
+def test_a_form_sent_twice_makes_one_thing(browser: Browser, hiring: Team, call: Call) -> None:
+    """A double click, or a reload after a slow answer, sends a form that makes something twice with the key its
+    page gave it: one job, one interview, and the second sending lands where the first did. The same key with
+    other values is refused; the page shown again gives its form a new key, which makes a new one."""
+    owner, application = hiring.owner, hiring.application
+    signed_in(browser, owner)
+    new = browser.get("/panel/jobs/new")
+    typed = {"title": "Lighthouse keeper", "company": "Coast", "location": "Sinop", "employment_type": "full_time"}
+    key = form_key(new, "/panel/jobs")
+    first, second = (post(browser, new, "/panel/jobs", form_key=key, **typed) for _ in range(2))
+    assert location(first) == location(second) and "/panel/jobs/" in location(first)
+    changed = post(browser, new, "/panel/jobs", form_key=key, **{**typed, "title": "Lamplighter"})
+    assert changed.status_code == 422 and "sent before with other values" in text(changed)
+    again = browser.get("/panel/jobs/new")
+    assert form_key(again, "/panel/jobs") != key
+    third = post(browser, again, "/panel/jobs", form_key=form_key(again, "/panel/jobs"), **typed)
+    assert location(third) != location(first)
+    mine = ok(call("jobs.list", owner, mine=True, per_page=100))["data"]
+    assert [job["title"] for job in mine].count("Lighthouse keeper") == 2
+
+    action = f"/panel/applications/{application['id']}/interviews"
+    page = browser.get(f"/panel/applications/{application['id']}")
+    sent = booking(future(30), [owner], form_key=form_key(page, action))
+    assert len({location(post(browser, page, action, **sent)) for _ in range(2)}) == 1
+    listed = ok(call("interviews.list", owner, application_id=application["id"]))
+    assert listed["total"] == 1
+
+
 def local_form(moment: dt.datetime, zone: str = ZONE) -> dict[str, str]:
     """A time as the interview form asks for it: day, time of day and zone."""
     wall = moment.astimezone(zoneinfo.ZoneInfo(zone))

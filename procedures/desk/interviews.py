@@ -33,7 +33,7 @@ async def schedule(panel: Panel) -> Response:
     values = _posted(panel)
     try:
         params = calls.params(CreateInterview, {"application_id": application_id, **_booking(values)})
-        await calls.run(panel, create_interview, params)
+        await calls.run(panel, create_interview, params, once=True)
     except calls.Refused as refused:
         return await show(panel, application_id, {"interview": sent_back(values, refused, FIELDS)}, refused.status)
     return back_to(f"/panel/applications/{application_id}", "scheduled", "interviews")

@@ -63,7 +63,7 @@ async def create(panel: Panel) -> Response:
     """`POST /panel/jobs`: a draft made by `jobs.create`, then its page."""
     values = posted_job(panel)
     try:
-        job = await calls.run(panel, create_job, calls.params(CreateJob, job_params(values)))
+        job = await calls.run(panel, create_job, calls.params(CreateJob, job_params(values)), once=True)
     except calls.Refused as refused:
         return _new(panel, sent_back(values, refused), refused.status)
     return back_to(f"/panel/jobs/{job.id}", "job_created")

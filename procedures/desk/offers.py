@@ -52,7 +52,7 @@ async def create(panel: Panel) -> Response:
             "approver_ids": values["approver_ids"],
             "notes": values["notes"].replace("\r\n", "\n") or None,
         }
-        await calls.run(panel, create_offer, calls.params(CreateOffer, sent))
+        await calls.run(panel, create_offer, calls.params(CreateOffer, sent), once=True)
     except calls.Refused as refused:
         return await show(panel, application_id, {"offer": sent_back(values, refused, FIELDS)}, refused.status)
     return back_to(f"/panel/applications/{application_id}", "offer_created", "offers")

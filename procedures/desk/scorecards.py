@@ -39,7 +39,7 @@ async def submit_scorecard(panel: Panel) -> Response:
         "notes": notes.replace("\r\n", "\n") or None,
     }
     try:
-        await calls.run(panel, submit, calls.params(SubmitScorecard, sent))
+        await calls.run(panel, submit, calls.params(SubmitScorecard, sent), once=True)
     except calls.Refused as refused:
         form = {form_name(interview.id): sent_back(values, refused)}
         return await show(panel, interview.application_id, form, refused.status)

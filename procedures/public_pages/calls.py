@@ -6,6 +6,7 @@ comes back as `Refused`, in words a form shows next to its fields; `NotFound` pa
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -15,11 +16,13 @@ import psycopg
 
 from procedures.public_pages.site import context_for
 from rpc.api import Context, NotFound, Params, RpcError
+from rpc.core import idempotency
 from rpc.core.database_errors import translate
 from rpc.core.params import field_errors
 from rpc.core.registry import Procedure
 from rpc.panel.handler import Panel
 
+FORM_KEY = "form_key"  # the hidden field of `ui.form_key()`
 P = TypeVar("P", bound=Params)
 R = TypeVar("R")
 Handler = Callable[[Context, P], Awaitable[R]]
@@ -64,9 +67,11 @@ async def context(panel: Panel, handler: Handler[Any, Any]) -> Context:
     return await context_for(panel.request, panel.conn, panel.services, panel.user, proc.name)
 
 
-async def run(panel: Panel, handler: Handler[P, R], params: P) -> R:
+async def run(panel: Panel, handler: Handler[P, R], params: P, *, once: bool = False) -> R:
     """`handler(ctx, params)` as the signed-in person, the dispatcher's role check first; a write in a transaction
-    of its own, which a refusal rolls back whole."""
+    of its own, which a refusal rolls back whole. `once`: the form carries a key (`ui.form_key()`, new each time
+    its page is shown) kept as the API keeps an `Idempotency-Key`, so that the form sent twice — a double click, a
+    reload after a slow answer — makes one thing, and the second sending gets the first one's result."""
     proc = registered(panel, handler)
     if proc.roles is not None and panel.user.role not in proc.roles:
         raise Refused(403, f"Your role ({panel.user.role}) may not do this.")
@@ -75,7 +80,20 @@ async def run(panel: Panel, handler: Handler[P, R], params: P) -> R:
         if not proc.write:
             return await handler(ctx, params)
         async with panel.conn.transaction():
-            return await handler(ctx, params)
+            claim = _claim(panel, proc, params) if once else None
+            if claim is not None:
+                kept = await idempotency.claim(panel.conn, claim)
+                if isinstance(kept, idempotency.Kept):
+                    result: R = msgspec.json.decode(kept.body, type=proc.result_type)
+                    return result
+            result = await handler(ctx, params)
+            if claim is not None:
+                await idempotency.keep(panel.conn, claim, 200, msgspec.json.encode(result))
+            return result
+    except idempotency.KeyInUse as exc:
+        raise Refused(409, "This form is being sent already: wait for its page, or reload it in a moment.") from exc
+    except idempotency.KeyReused as exc:
+        raise Refused(422, "This form was sent before with other values: open it again to send new ones.") from exc
     except NotFound:
         raise
     except RpcError as exc:
@@ -94,6 +112,15 @@ async def attempt(panel: Panel, handler: Handler[P, Any], params: P) -> Refused 
     except Refused as refused:
         return refused
     return None
+
+
+def _claim(panel: Panel, proc: Procedure, params: Params) -> idempotency.Claim | None:
+    """The key the form was sent with, for this call; None for a form without one (or with one no page makes)."""
+    try:
+        key = str(uuid.UUID(panel.field(FORM_KEY)))
+    except ValueError:
+        return None
+    return idempotency.claim_for(panel.account_id, panel.user.user_id, key, proc.name, msgspec.json.encode(params))
 
 
 def registered(panel: Panel, handler: Handler[Any, Any]) -> Procedure:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import importlib.resources
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -63,6 +64,7 @@ class PanelPages:
         self._env.filters["when"] = when
         self._env.filters["agent"] = short_agent
         self._env.globals["asset"] = _ASSET_URLS.__getitem__
+        self._env.globals["new_form_key"] = lambda: str(uuid.uuid4())
 
     def render(self, template: str, context: Mapping[str, Any], status: int = 200) -> HTMLResponse:
         html = self._env.get_template(template).render(**context)
