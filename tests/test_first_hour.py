@@ -106,3 +106,22 @@ def test_the_profile_page_shows_and_edits_location_and_bio(
         assert refused.status_code == 400 and "Use at most 5,000 characters" in text(refused)
     finally:
         browser.close()
+
+
+def test_a_hiring_member_turns_the_mail_of_new_applications_off_and_on(
+    browser: Browser, employer: User, candidate: User, live: LiveServer, client: httpx.Client
+) -> None:
+    """The profile's check box is `profile.update`'s `notify_new_applications`, shown to employers and admins only
+    (a candidate has no applications to be told of). An unticked box is not sent: the browser sends nothing."""
+    page = browser.get("/panel/profile")
+    assert 'name="notify_new_applications" value="on" checked' in page.text
+    browser.submit(page, "/panel/profile")
+    assert client.get("/v1/profile.me", headers=employer.auth).json()["result"]["notify_new_applications"] is False
+    browser.submit(browser.get("/panel/profile"), "/panel/profile", fill={"notify_new_applications": "on"})
+    assert client.get("/v1/profile.me", headers=employer.auth).json()["result"]["notify_new_applications"] is True
+    seeker = Browser(live.url)
+    try:
+        seeker.sign_in(candidate)
+        assert "notify_new_applications" not in seeker.get("/panel/profile").text
+    finally:
+        seeker.close()

@@ -19,10 +19,12 @@ from rpc.privacy.steps import export
 from rpc.web.pages import redirect
 
 _PROFILE = """
-SELECT email, display_name, headline, location, bio, issuer IS NULL AS built_in FROM users WHERE id = %(id)s
+SELECT email, display_name, headline, location, bio, notify_new_applications, issuer IS NULL AS built_in
+FROM users WHERE id = %(id)s
 """
 _UPDATE = """
 UPDATE users SET display_name = %(display_name)s, headline = %(headline)s, location = %(location)s, bio = %(bio)s,
+                 notify_new_applications = coalesce(%(notify_new_applications)s, notify_new_applications),
                  updated_at = now()
 WHERE id = %(id)s
 """
@@ -44,6 +46,7 @@ _FIELDS = {
     "location": MAX_NAME_LENGTH,
     "bio": MAX_BIO_LENGTH,
 }
+HIRING_ROLES = ("employer", "admin")  # who is told of each new application to the account's jobs (a check box)
 
 
 @page
@@ -54,12 +57,17 @@ async def profile_page(panel: Panel) -> Response:
 
 @page
 async def save_profile(panel: Panel) -> Response:
-    """`POST /panel/profile` with `display_name`, `headline`, `location` and `bio` (empty clears)."""
+    """`POST /panel/profile` with `display_name`, `headline`, `location` and `bio` (empty clears), and for a member
+    of a hiring account `notify_new_applications` (the check box: sent when ticked, absent when not)."""
     values = {name: panel.field(name).strip() for name in _FIELDS}
     errors = {name: problem for name, value in values.items() if (problem := _problem(name, value))}
     if errors:
         return await _profile(panel, status=400, errors=errors, values=values)
-    await panel.conn.execute(_UPDATE, {"id": panel.user.user_id, **{k: v or None for k, v in values.items()}})
+    notify = panel.field("notify_new_applications") == "on" if panel.user.role in HIRING_ROLES else None
+    await panel.conn.execute(
+        _UPDATE,
+        {"id": panel.user.user_id, "notify_new_applications": notify, **{k: v or None for k, v in values.items()}},
+    )
     return redirect("/panel/profile?notice=profile_saved")
 
 
@@ -119,5 +127,11 @@ async def _profile(
     assert person is not None
     shown = values or {name: person[name] or "" for name in _FIELDS}
     return panel.render(
-        "panel/profile.html", status, section="profile", person=person, values=shown, errors=errors or {}
+        "panel/profile.html",
+        status,
+        section="profile",
+        person=person,
+        values=shown,
+        errors=errors or {},
+        hiring=panel.user.role in HIRING_ROLES,
     )
