@@ -6,6 +6,7 @@ the refetch on an unknown `kid`, and the shared-secret (Supabase-style) mode."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import threading
@@ -32,6 +33,7 @@ from tests.support import (
     User,
     assert_refused,
     bearer,
+    eventually,
     forge_hs256,
     me,
     refused,
@@ -87,11 +89,17 @@ class JwksServer:
         self.keys = [key.jwk() for key in keys]
         self.failing = False
         self.fetches = 0
+        self.asked = 0  # requests begun, answered or not
+        self.answering = threading.Event()  # cleared: a fetch hangs until it is set again
+        self.answering.set()
         self._lock = threading.Lock()
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                with provider._lock:
+                    provider.asked += 1
+                provider.answering.wait(timeout=30)
                 with provider._lock:
                     provider.fetches += 1
                     body = json.dumps({"keys": provider.keys}).encode()
@@ -384,6 +392,34 @@ def test_unknown_kids_do_not_refetch_within_the_interval(
     assert keys.fetches == 1
 
 
+def test_a_hanging_provider_holds_no_connection(
+    database: str, tmp_path_factory: pytest.TempPathFactory, rsa_key: SigningKey, employer: User
+) -> None:
+    """Tokens naming keys not yet fetched wait for the provider's JWKS before their request takes a database
+    connection: with the provider hanging, they hold none of the pool's two, and other callers are served."""
+    with JwksServer(rsa_key) as keys:
+        server = external_server(
+            database, tmp_path_factory, AUTH_JWKS_URL=keys.url, AUTH_ISSUER=ISSUER, DB_POOL_MAX="2", DB_POOL_TIMEOUT="2"
+        )
+
+        def status_of(token: str) -> int:
+            with server.client() as client:
+                return me(client, token).status_code
+
+        with server, server.client() as api:
+            keys.answering.clear()
+            with concurrent.futures.ThreadPoolExecutor(2) as waiting:
+                unknown = [waiting.submit(status_of, SigningKey.ec(f"new-{n}").sign(claims())) for n in range(2)]
+                try:
+                    eventually(lambda: keys.asked == 1, "the provider asked for its keys")
+                    for _ in range(3):
+                        assert me(api, employer.token).status_code == 200, "a caller waited for a connection"
+                finally:
+                    keys.answering.set()
+                assert [call.result() for call in unknown] == [401, 401]
+            assert keys.fetches == 1
+
+
 class Clock:
     """Monotonic seconds that move only when the test says."""
 
@@ -395,7 +431,10 @@ class Clock:
 
 
 async def verified(provider: external.ExternalProvider, token: str) -> dict[str, Any]:
-    return await provider.verify(token, jwt.get_unverified_header(token))
+    """As a request has it checked: its keys prepared before it takes a connection, then verified on it."""
+    header = jwt.get_unverified_header(token)
+    await provider.prepare(header)
+    return await provider.verify(token, header)
 
 
 async def refused_by(provider: external.ExternalProvider, token: str) -> None:

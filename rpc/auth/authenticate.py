@@ -140,6 +140,20 @@ class Authenticator:
         self._remembered.put(digest, credential)
         return credential, {}
 
+    async def prepare(self, authorization: str | None) -> None:
+        """What the credential check needs from outside the database, done before the request takes a connection:
+        the external identity provider's keys, when its token names one not yet fetched."""
+        external = self._external
+        token = _bearer_token(authorization) if authorization and external is not None else None
+        if token is None or apikeys.looks_like_key(token) or self._remembered.get(token_hash(token)) is not None:
+            return
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            return  # refused by `authenticate`, with its reason
+        if external is not None and self._keyring.verification_key(header.get("kid")) is None:
+            await external.prepare(header)
+
     async def confirm(self, conn: Connection, credential: Credential) -> Principal:
         """The credential's principal as the database has it now (its role, plan or scopes may have changed);
         401 when its lookup no longer finds it (revoked, user removed, key retired)."""

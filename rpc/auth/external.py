@@ -1,7 +1,10 @@
 """Verification of an external identity provider's JWTs (the `AUTH_*` settings).
 
 Keys come from the provider's JWKS document, fetched asynchronously with a timeout, cached, and fetched
-again on an unknown `kid` at most every 30 seconds; or from a shared HS256 secret (Supabase style).
+again on an unknown `kid` at most every 30 seconds; or from a shared HS256 secret (Supabase style). The fetch is
+`prepare`'s, made before a request takes a database connection: `verify`, which runs on the request's
+connection, only reads the keys fetched, so that no connection waits on the provider (a slow or hanging JWKS
+would otherwise hold one per request with an unknown `kid` for up to the fetch's timeout).
 Only the configured algorithms are accepted, and a JWKS provider may never use an HS algorithm, so a
 token signed with a public key as an HMAC secret cannot pass.
 """
@@ -54,7 +57,7 @@ class ExternalProvider:
         settings = self._settings
         if header.get("alg") not in settings.auth_algorithms:
             raise InvalidToken("The token's algorithm is not accepted.")
-        key: Any = settings.auth_jwt_secret or await self._key(header.get("kid"))
+        key: Any = settings.auth_jwt_secret or self._key(header.get("kid"))
         required = ["exp", "iss", "sub"] + (["aud"] if settings.auth_audience else [])
         try:
             claims: dict[str, Any] = jwt.decode(
@@ -75,11 +78,16 @@ class ExternalProvider:
             raise InvalidToken("The token's subject (sub) must have 1 to 255 characters.")
         return claims
 
-    async def _key(self, kid: object) -> Any:
+    async def prepare(self, header: dict[str, Any]) -> None:
+        """Before the request takes a connection: the provider's keys fetched again when the token names one not
+        seen (at most every 30 seconds; while one fetch runs, the others wait for it, holding nothing)."""
+        kid = header.get("kid")
+        if self._settings.auth_jwks_url and isinstance(kid, str) and kid not in self._keys:
+            await self._refetch()
+
+    def _key(self, kid: object) -> Any:
         if not isinstance(kid, str):
             raise InvalidToken("The token names no key (kid).")
-        if kid not in self._keys:
-            await self._refetch()
         found = self._keys.get(kid)
         if found is None:
             raise InvalidToken("The token's key (kid) is unknown.")

@@ -120,6 +120,7 @@ class Dispatcher:
         proc = self._find(name, request.method)
         authorization = request.headers.get("authorization")
         probes = self._reading[proc.name]
+        await self._authenticator.prepare(authorization)
         if request.method in ("GET", "HEAD") and not self._reads.replicated:  # one connection serves the call
             async with self._pool.connection() as conn:
                 credential, probed = await self._authenticator.authenticate(conn, authorization, probes)
