@@ -11,6 +11,13 @@
 - A job's `scorecard_attributes` are distinct whatever their case (`SQL` and `sql` are one), and a scorecard's
   `ratings` name each attribute once: `uniqueItems` says only that no two items are equal. A generated list keeps
   the first of each, as a client naming each once does; tests/test_scorecards.py covers the refusals.
+- A file is sent once, as the résumé or as an attachment (`uniqueItems` says only that no two attachments are
+  equal; no schema compares one field with another). A generated attachment that is the résumé is left out;
+  tests/test_files.py covers the refusal.
+- `scorecards.list` takes exactly one of `application_id` and `interview_id`: query parameters are described one
+  by one and cannot say "one of two" (and its POST's body is kept the same call). A generated call that gives
+  both keeps `application_id`; one that gives neither names a new id as `application_id` (no application: the
+  `404` the fuzzer allows). tests/test_scorecards.py covers the refusals.
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
             _within_depth(params)
             _each_once(params, "scorecard_attributes", _attribute_name)
             _each_once(params, "ratings", _rated_attribute)
+            _not_attached_twice(params)
+            if case.path.endswith("/scorecards.list"):
+                _one_of(params, "application_id", "interview_id")
 
 
 def _within_depth(params: dict[str, Any]) -> None:
@@ -71,3 +81,16 @@ def _each_once(params: dict[str, Any], field: str, identity: Callable[[Any], Has
             pass  # an unhashable item of the wrong type: left for the server to refuse
         kept.append(item)
     params[field] = kept
+
+
+def _not_attached_twice(params: dict[str, Any]) -> None:
+    attachments, resume = params.get("attachment_file_ids"), params.get("resume_file_id")
+    if isinstance(attachments, list) and resume is not None:
+        params["attachment_file_ids"] = [item for item in attachments if item != resume]
+
+
+def _one_of(params: dict[str, Any], kept: str, other: str) -> None:
+    if params.get(kept) is None and params.get(other) is None:
+        params[kept] = str(uuid.uuid4())
+    elif params.get(kept) is not None:
+        params.pop(other, None)

@@ -26,9 +26,8 @@ def test_openapi_lists_every_procedure_with_its_scope(client: httpx.Client) -> N
     assert document["openapi"].startswith("3.")
     for proc in load_registry():
         operation = document["paths"][f"/v1/{proc.name}"]
-        method = "post" if proc.write else "get"
-        assert set(operation) == {method}, "each procedure is one operation of the reference"
-        described = operation[method]
+        assert set(operation) == {method.lower() for method in proc.methods}, "every method the server takes"
+        described = operation["post" if proc.write else "get"]
         assert described["operationId"] == proc.name
         assert described["tags"] == [proc.name.split(".")[0]]
         assert described["security"] == [{s: [scope]} for scope in proc.scopes for s in ("bearer", "oauth2")]
@@ -39,10 +38,19 @@ def test_openapi_lists_every_procedure_with_its_scope(client: httpx.Client) -> N
         elif proc.write:
             assert described["requestBody"]["content"]["application/json"]["example"] == example
         else:
-            assert "Also `POST` with the same parameters" in described["description"]
+            assert f"Also `POST` (`{proc.name}.post`)" in described["description"]
             shown = {p["name"]: p["example"] for p in described["parameters"] if "example" in p}
             required = {p["name"] for p in described["parameters"] if p["required"]}
             assert shown == {name: value for name, value in example.items() if name in required}
+            for method in ("head", "post"):
+                twin = operation[method]
+                assert twin["operationId"] == f"{proc.name}.{method}" and twin["x-same-as"] == proc.name
+                assert (twin["tags"], twin["security"]) == (described["tags"], described["security"])
+            assert operation["head"]["parameters"] == described["parameters"]
+            assert all("content" not in answer for answer in operation["head"]["responses"].values())
+            body = operation["post"]["requestBody"]
+            assert body["content"]["application/json"]["example"] == example
+            assert body["required"] == bool(required), "no body is a call without parameters"
     assert {tag["name"] for tag in document["tags"]} >= {"jobs", "applications", "profile", "billing", "audit"}
     flow = document["components"]["securitySchemes"]["oauth2"]["flows"]["authorizationCode"]
     assert flow["authorizationUrl"].endswith("/oauth/authorize") and flow["tokenUrl"].endswith("/oauth/token")

@@ -35,10 +35,6 @@ def fuzz(live: LiveServer, token: str, tmp_path: Path) -> subprocess.CompletedPr
         # A file is accepted by its content (PDF, DOCX, ODT, UTF-8 text), which a schema of bytes cannot say, and
         # the fuzzer's own files (a PNG) are rightly refused; tests/test_files.py covers acceptance and refusals.
         "--exclude-path", "/v1/files.upload",
-        # A read is one GET operation in the document, whose text says POST (and HEAD) work too: listed as three
-        # operations, every read crowded the reference. So the server's 200 to a POST is not a 405 it "owes",
-        # and its `Allow: GET, HEAD, POST` is right though the document lists GET alone.
-        "--exclude-checks", "unsupported_method,allow_header_conformance",
     ]  # fmt: skip
     env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks", "PYTHONPATH": str(ROOT)}
     return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False)

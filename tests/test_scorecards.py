@@ -187,6 +187,15 @@ def test_an_interviewer_who_owes_theirs_sees_only_that_others_submitted(call: Ca
     assert ok(call("scorecards.list", second, application_id=hiring.application["id"]))["data"] == [theirs, mine]
 
 
+def test_the_list_names_one_application_or_one_interview(call: Call, hiring: Team) -> None:
+    """Exactly one of the two: what the document's query parameters cannot say (tests/schemathesis_hooks.py)."""
+    interview = held(call, hiring)
+    both = {"application_id": hiring.application["id"], "interview_id": interview["id"]}
+    for params in ({}, both, {"application_id": None, "interview_id": None}):
+        error = refused(call("scorecards.list", hiring.owner, **params), 422, "invalid_params")
+        assert error["details"]["errors"][0]["message"] == "Give one of application_id and interview_id."
+
+
 def test_an_interview_still_to_come_holds_its_interviewer_too(call: Call, hiring: Team) -> None:
     first, second = hiring.members
     interview = held(call, hiring, [first])

@@ -29,7 +29,14 @@ CoverLetter = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
 ResumeUrl = Annotated[str, msgspec.Meta(max_length=2_000, pattern=rf"^https?://[^\x00{SPACE}]+$")]
 Notes = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
 Rating = Annotated[int, msgspec.Meta(ge=1, le=5)]
-Attachments = Annotated[tuple[Id, ...], msgspec.Meta(max_length=5, description="Up to 5 ids of files you uploaded.")]
+Attachments = Annotated[
+    tuple[Id, ...],
+    msgspec.Meta(
+        max_length=5,
+        description="Up to 5 ids of files you uploaded, each once.",
+        extra_json_schema={"uniqueItems": True},
+    ),
+]
 
 
 class Candidate(Struct, frozen=True, kw_only=True):

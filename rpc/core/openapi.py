@@ -5,16 +5,26 @@ Beyond what msgspec derives from the Structs: required bodies and query paramete
 clients expect them), with the Params type's `example` (what Swagger UI's "Try it out" starts from: a write's
 whole body, a read's required parameters only, so that a first try filters nothing); every
 status the dispatcher answers (400, 405, 413, 415, 503 included) with the headers each carries; the
-`Idempotency-Key` header of writes; a tag per resource (the name's first part). Each procedure is one operation:
-a write its POST, a read its GET, whose description says that POST with a JSON body (and HEAD) work too: listed
-three times, every read crowded the reference and gave generated clients three methods for one call. One rule
-is said in words only:
-`page × per_page ≤ 10,000`. JSON Schema cannot multiply two values; spelled out as a hundred `if`/`then`
-branches it would turn every generated client's paging model into a hundred variants.
+`Idempotency-Key` header of writes; a tag per resource (the name's first part).
+
+Every method the server takes is declared (`Procedure.methods`): a write is its POST; a read is its GET
+(operationId the procedure's name) and the same call's HEAD and POST (`<name>.head`, `<name>.post`, whose body is
+the parameters as a JSON object), each marked `x-same-as: <name>`. The reference at /docs shows a read once, its
+GET, whose description names the other two (rpc/web/static/docs.js leaves out what is `x-same-as`).
+
+Schemas have plain names, stable as long as the classes' names are: a class's own name (`Job`, `CreateJob`), and
+for a generic its parameters' plain names followed by its own (`Page[JobSummary]` is `JobSummaryPage`,
+`Result[Page[JobSummary]]` is `JobSummaryPageResult`, `Result[Job]` is `JobResult`). Two schemas that would
+share a name (two classes of one name in two modules, or a class `JobPage` beside a `Page[Job]`) fail the
+document's generation: one of the classes is renamed.
+
+One rule is said in words only: `page × per_page ≤ 10,000`. JSON Schema cannot multiply two values; spelled
+out as a hundred `if`/`then` branches it would turn every generated client's paging model into a hundred variants.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -81,7 +91,7 @@ def openapi_document(registry: Registry, public_url: str, version: str, scopes: 
         # An upload's Struct is what the dispatcher makes of the multipart body, not what a client sends.
         params_type = Empty if proc.upload else proc.params_type
         types += [params_type, Result[proc.result_type]]  # type: ignore[name-defined]
-    refs, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
+    refs, components = _plainly_named(*msgspec.json.schema_components(types, ref_template=_REF.format(name="{name}")))
     components = _ids_as_text(components)
     error_ref = refs[0]
     paths = {
@@ -112,9 +122,64 @@ _MULTIPART = {
 }
 
 
+_REF = "#/components/schemas/{name}"
+
+
+def _plainly_named(refs: tuple[Any, ...], components: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """`refs` and `components` with each schema under its plain name (and that name as its title): msgspec's
+    names of generics carry module paths, and it tells apart two classes of one name by their modules."""
+    renamed: dict[str, str] = {}
+    for name, schema in components.items():
+        plain = _plain_name(schema["title"])
+        if plain in renamed.values():
+            raise ValueError(f"two schemas of /openapi.json would be named {plain}: rename one of the classes")
+        renamed[name] = plain
+    paths = {_REF.format(name=old): _REF.format(name=new) for old, new in renamed.items()}
+    components = {renamed[name]: schema | {"title": renamed[name]} for name, schema in components.items()}
+    return _with_refs(refs, paths), _with_refs(components, paths)
+
+
+def _plain_name(title: str) -> str:
+    """A schema's plain name from the title msgspec gives it: a class's name without its module, a generic's
+    its parameters' plain names followed by its own (`Result[rpc.core.envelope.Page[procedures.jobs.JobSummary]]`
+    is `JobSummaryPageResult`)."""
+    name, rest = _parsed(title)
+    if rest:
+        raise ValueError(f"no plain name for the schema titled {title!r}")
+    return name
+
+
+def _parsed(text: str) -> tuple[str, str]:
+    """The plain name of the type named at the start of `text`, and the text after it."""
+    named = re.match(r"[A-Za-z_][\w.]*", text)
+    if named is None:
+        raise ValueError(f"no type name at the start of {text!r}")
+    own, text = named.group().rsplit(".", 1)[-1], text[named.end() :]
+    if not text.startswith("["):
+        return own[:1].upper() + own[1:], text
+    parameters = []
+    while text[:1] in ("[", ","):
+        parameter, text = _parsed(text[1:].lstrip())
+        parameters.append(parameter)
+    if not text.startswith("]"):
+        raise ValueError(f"no closing bracket in {text!r}")
+    return "".join(parameters) + own, text[1:]
+
+
+def _with_refs(node: Any, paths: Mapping[str, str]) -> Any:
+    """`node` with each `$ref` in `paths` replaced by its new one."""
+    if isinstance(node, (list, tuple)):
+        return type(node)(_with_refs(item, paths) for item in node)
+    if not isinstance(node, dict):
+        return node
+    return {key: paths.get(value, value) if key == "$ref" else _with_refs(value, paths) for key, value in node.items()}
+
+
 def _operations(
     proc: Procedure, params_ref: Any, result_ref: Any, error_ref: Any, components: Mapping[str, Any]
 ) -> dict[str, Any]:
+    """The procedure's operations, one per method it takes (`Procedure.methods`): a write's POST; a read's GET,
+    and its HEAD and POST, which carry `x-same-as` (the GET's operationId) and their own operationIds."""
     responses = {"200": _response("Success.", result_ref, "200", replayed=proc.write)}
     responses |= {code: _response(text, error_ref, code, replayed=proc.write) for code, text in _ERRORS.items()}
     common = {
@@ -127,19 +192,32 @@ def _operations(
         "responses": responses,
     }
     example = dict(proc.params_type.example)
+    description = proc.doc + _who(proc.roles)
     if proc.write:
         body = {"required": True, "content": _MULTIPART if proc.upload else _json(params_ref, example)}
-        description = proc.doc + _who(proc.roles)
         return {"post": {**common, "description": description, "requestBody": body, "parameters": [_KEY]}}
     params = components[params_ref["$ref"].rsplit("/", 1)[-1]]
-    description = proc.doc + _who(proc.roles) + _POST_TOO.format(body=encoder.encode(example).decode())
-    return {"get": {**common, "description": description, "parameters": _query_parameters(params, example)}}
+    query = _query_parameters(params, example)
+    twin = {"x-same-as": proc.name, "description": _TWIN.format(name=proc.name) + description}
+    # No body answers a HEAD: its responses say the headers alone.
+    headers_only = {
+        code: {key: value for key, value in answer.items() if key != "content"} for code, answer in responses.items()
+    }
+    # A read's POST without a body is a call with no parameters: the body is needed where a parameter is.
+    body = {"required": bool(params.get("required")), "content": _json(params_ref, example)}
+    operations = {
+        "get": {**common, "description": description + _TWINS.format(name=proc.name), "parameters": query},
+        "head": {**common, **twin, "operationId": f"{proc.name}.head", "parameters": query, "responses": headers_only},
+        "post": {**common, **twin, "operationId": f"{proc.name}.post", "requestBody": body},
+    }
+    return {method: operation for method, operation in operations.items() if method.upper() in proc.methods}
 
 
-_POST_TOO = (
-    "\n\nAlso `POST` with the same parameters as a JSON object (`Content-Type: application/json`), for example "
-    "`{body}`, and `HEAD` for the headers alone."
+_TWINS = (
+    "\n\nAlso `POST` (`{name}.post`), with the same parameters as a JSON object (`Content-Type: application/json`),"
+    " and `HEAD` (`{name}.head`) for the headers alone."
 )
+_TWIN = "The same call as `GET` (`{name}`): see there.\n\n"
 
 
 def _tag(proc: Procedure) -> str:

@@ -21,7 +21,10 @@ TimeZone = Annotated[
 InterviewerIds = Annotated[
     tuple[Id, ...],
     msgspec.Meta(
-        min_length=1, max_length=10, description="1 to 10 distinct members (employers or admins) of the job's account."
+        min_length=1,
+        max_length=10,
+        description="1 to 10 distinct members (employers or admins) of the job's account.",
+        extra_json_schema={"uniqueItems": True},
     ),
 ]
 VideoUrl = Annotated[

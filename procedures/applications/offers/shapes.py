@@ -34,16 +34,28 @@ Amount = Annotated[
         description="A decimal string of more than zero in the currency's main unit, e.g. 85000.00.",
     ),
 ]
-Currency = Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$", description="An ISO 4217 code, e.g. EUR or TRY.")]
 Note = Annotated[str, msgspec.Meta(max_length=2_000, pattern=NO_NUL)]
 Notes = Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)]
 StartDate = Annotated[dt.date, msgspec.Meta(description="The first working day, e.g. 2027-01-04.")]
 ApproverIds = Annotated[
     tuple[Id, ...],
-    msgspec.Meta(max_length=5, description="0 to 5 distinct members of the job's account, in the order they approve."),
+    msgspec.Meta(
+        max_length=5,
+        description="0 to 5 distinct members of the job's account, in the order they approve.",
+        extra_json_schema={"uniqueItems": True},
+    ),
 ]
 # Codes ISO 4217 keeps for no currency at all, and for tests.
 _NOT_MONEY = frozenset({"XXX", "XTS"})
+# Every code the server takes, listed in the document (a pattern of three letters would allow `BJG`).
+Currency = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=r"^[A-Z]{3}$",
+        description="An ISO 4217 code, e.g. EUR or TRY.",
+        extra_json_schema={"enum": sorted({code.alpha_3 for code in pycountry.currencies} - _NOT_MONEY)},
+    ),
+]
 
 
 class Salary(Params, frozen=True, kw_only=True):
