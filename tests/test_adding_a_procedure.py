@@ -136,11 +136,6 @@ def test_docs_lists_them(guided: str) -> None:
     assert watched.console_errors == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="/openapi.json keeps a query parameter's description inside its schema (rpc/core/openapi.py, "
-    "_query_parameters), where Swagger UI does not show it: the parameter needs it as its own `description`",
-)
 def test_docs_shows_a_read_s_params_described(guided: str) -> None:
     with browser_page() as watched:
         page = watched.page

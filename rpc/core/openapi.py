@@ -187,7 +187,7 @@ def _operations(
         # A summary is plain text (only the description is Markdown): the docstring's backticks would show.
         "summary": proc.doc.splitlines()[0].replace("`", ""),
         "tags": [_tag(proc)],
-        # Requirements are alternatives (OpenAPI 3.1 §4.8.30): any one scope of the procedure's will do.
+        # Requirements are alternatives (OpenAPI 3.1 section 4.8.30): any one scope of the procedure's will do.
         "security": [{scheme: [scope]} for scope in proc.scopes for scheme in ("bearer", "oauth2")],
         "responses": responses,
     }
@@ -232,11 +232,14 @@ def _query_parameters(params: Mapping[str, Any], example: Mapping[str, Any]) -> 
     required = set(params.get("required", ()))
     described = []
     for name, schema in params.get("properties", {}).items():
-        parameter = {"in": "query", "name": name, "required": name in required, "schema": _without_null(schema)}
+        carried = _without_null(schema)
+        parameter = {"in": "query", "name": name, "required": name in required, "schema": carried}
         if name in example and name in required:
             parameter["example"] = example[name]
         if name == "page":
             parameter["description"] = PAGE_DEPTH
+        elif "description" in carried:  # where Swagger UI shows a parameter's meaning: not inside its schema
+            parameter["description"] = carried["description"]
         if schema.get("type") == "array":
             parameter |= {"style": "form", "explode": True}
         described.append(parameter)

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 PAGE = ROOT / "docs/api.md"
 SPLICED = (ROOT / "README.md", ROOT / "docs/architecture.md")
 BLOCK = re.compile(r"(<!-- procedures: bin/api-reference (--[a-z-]+) -->\n)(.*?)(\n<!-- /procedures -->)", re.DOTALL)
+MAX_LISTED_VALUES = 30  # an enum longer than this is said by its size (the event kinds, 24, are listed)
 
 _SCALARS = [{"type": kind} for kind in ("string", "integer", "number", "boolean", "null")]
 _ID_TEXT = typing.get_args(Id)[1].description
@@ -84,7 +85,10 @@ class Schemas:
             nullable = with_null and len(choices) < len(schema["anyOf"])
             return " or ".join(choices + (["null"] if nullable else []))
         if "enum" in schema:
-            return "one of " + ", ".join(str(value) for value in schema["enum"])
+            values = [str(value) for value in schema["enum"]]
+            if len(values) > MAX_LISTED_VALUES:  # a code list (ISO 4217's) would fill the page
+                return f"one of {len(values)} codes ({', '.join(values[:3])}, …: all in /openapi.json)"
+            return "one of " + ", ".join(values)
         kind = schema.get("type", "any value")
         if kind == "array":
             return _joined(f"list of {self.words(schema['items'])}", _items(schema))
