@@ -3,11 +3,14 @@ calling it off, each with its invitations and its event.
 
 A booking is refused (`409 conflict`, naming the interview it met) when it overlaps another interview, not
 cancelled, of its candidate or of one of its interviewers: the exclusion constraints decide, so that it holds
-when two are booked at once (`store`).
+when two are booked at once (`store`). One account's bookings, moves and cancellations take turns (`_turn`): a
+booking and a move sharing interviewers each waited for the other's rows at their constraint, a deadlock that
+cost a request its `503`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -85,6 +88,15 @@ WHERE o.interview_id = %(interview_id)s
   AND NOT EXISTS (SELECT FROM scorecards AS s WHERE s.interview_id = o.interview_id AND s.interviewer_id = o.user_id)
 """
 _APPLICATION_OF = "SELECT application_id::text AS application_id FROM interviews WHERE id = %(id)s"
+# The job's account's turn at its interviews, until the transaction ends. Every interviewer of an interview is a
+# member of that account, so its writes that could wait on each other's rows (an interviewer's time written by two
+# transactions in different orders) take turns; a candidate's interviews with other accounts wait on this one's
+# rows but never the other way round. Taken before the application's row lock, which every such write takes next.
+_TURN = """
+SELECT pg_advisory_xact_lock(hashtextextended('interviews of ' || j.account_id::text, 0))
+FROM applications AS a JOIN jobs AS j ON j.id = a.job_id
+WHERE a.id = %(id)s
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +136,7 @@ async def create_interview(ctx: Context, params: CreateInterview) -> Interview:
     Each interviewer and the candidate get an invitation their calendar understands; a `pending` or `reviewed`
     application moves to `interview_scheduled`. Event `interview.scheduled`. Overlapping another interview of
     the candidate or of an interviewer is `409 conflict`, naming it."""
+    await _turn(ctx, params.application_id)
     found = await find_owned(ctx, params.application_id, field="application_id")
     if found.application.status in FINAL:
         raise InvalidTransition(found.application.status, "interview_scheduled")
@@ -249,10 +262,18 @@ async def _locked(ctx: Context, interview_id: Id) -> tuple[Interview, Found]:
     row = await (await ctx.conn.execute(_APPLICATION_OF, {"id": parsed})).fetchone()
     if row is None:
         raise NotFound("No such interview.")
+    await _turn(ctx, row["application_id"])
     found = await find_owned(ctx, row["application_id"])
     read = await store.read(ctx, parsed, lock=True)
     assert read is not None, "interviews go only with their application"
     return read[0], found
+
+
+async def _turn(ctx: Context, application_id: Id) -> None:
+    """Wait for the turn of the application's job's account at its interviews (`_TURN`); an id that names no
+    application takes none, and is refused by the lookup that follows."""
+    with contextlib.suppress(NotFound):
+        await ctx.conn.execute(_TURN, {"id": parse_id(application_id, "application_id")})
 
 
 async def _booked(
