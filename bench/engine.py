@@ -2,7 +2,7 @@
 
 After a size's reads, the bench opens the index the last server process served (its slot's generation: the same
 jobs, the same segments) in this process and answers the never-seen mixes' first targets with the service's own
-code (`procedures.jobs.search.from_index.answer`, `procedures.jobs.search.listing.newest`), without HTTP, the
+code (`procedures.jobs.search.from_index.answer`, `procedures.jobs.search.listing.page`), without HTTP, the
 credential check or the limiter. Every call into tantivy (`search`, `aggregate`, `doc`) is timed on its own: that
 is the engine's CPU per call. The whole in-process answer is timed too, so the server's CPU per call splits into
 the engine, the rest of the answer (query building, merging, decoding) and the service around it.
@@ -78,16 +78,7 @@ def answer(view: View, target: str) -> None:
     if split.path.endswith("jobs.search"):
         from_index.answer(view, Search.of(msgspec.convert(query, SearchJobs, strict=False), _KEY))
         return
-    params = msgspec.convert(query, ListJobs, strict=False)
-    listing.newest(
-        view,
-        q=params.q,
-        location=params.location,
-        company=params.company,
-        employment_type=params.employment_type,
-        limit=params.per_page,
-        offset=params.offset,
-    )
+    listing.page(view, msgspec.convert(query, ListJobs, strict=False))
 
 
 def measure(view: View, timed: TimedSearcher, targets: Sequence[str]) -> dict[str, Any]:

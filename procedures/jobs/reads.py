@@ -93,15 +93,7 @@ async def _from_index(ctx: Context, params: ListJobs) -> Page[JobSummary] | None
 
 
 def _newest(view: View, params: ListJobs) -> Page[JobSummary]:
-    shown, total = listing.newest(
-        view,
-        q=params.q,
-        location=params.location,
-        company=params.company,
-        employment_type=params.employment_type,
-        limit=params.per_page,
-        offset=params.offset,
-    )
+    shown, total = listing.page(view, params)
     jobs = [_summary.decode(job) for job in shown]
     return Page(data=jobs, total=total, page=params.page, per_page=params.per_page)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import tantivy
 
 from procedures.jobs.search.filters import contains, either, every
+from procedures.jobs.shapes import ListJobs
 from rpc.search.view import View
 
 
@@ -33,3 +34,16 @@ def newest(
     query = every(conditions)
     found = view.top(query, "created_rank", limit, offset)
     return [bytes(hit.stored("shown")) for hit in found.hits], found.total  # type: ignore[call-overload]
+
+
+def page(view: View, params: ListJobs) -> tuple[list[bytes], int]:
+    """`newest` for the parameters of a `jobs.list` call: its filters, its page."""
+    return newest(
+        view,
+        q=params.q,
+        location=params.location,
+        company=params.company,
+        employment_type=params.employment_type,
+        limit=params.per_page,
+        offset=params.offset,
+    )
