@@ -10,6 +10,7 @@ import datetime as dt
 from starlette.responses import Response
 
 from rpc.auth.people import MAX_NAME_LENGTH, end_sessions, name_problem
+from rpc.auth.teams import TEAM_ROLES
 from rpc.core.envelope import encoder
 from rpc.core.errors import InvalidCredentials, InvalidParams
 from rpc.files.links import DownloadLinks
@@ -46,7 +47,6 @@ _FIELDS = {
     "location": MAX_NAME_LENGTH,
     "bio": MAX_BIO_LENGTH,
 }
-HIRING_ROLES = ("employer", "admin")  # who is told of each new application to the account's jobs (a check box)
 
 
 @page
@@ -63,7 +63,7 @@ async def save_profile(panel: Panel) -> Response:
     errors = {name: problem for name, value in values.items() if (problem := _problem(name, value))}
     if errors:
         return await _profile(panel, status=400, errors=errors, values=values)
-    notify = panel.field("notify_new_applications") == "on" if panel.user.role in HIRING_ROLES else None
+    notify = panel.field("notify_new_applications") == "on" if panel.user.role in TEAM_ROLES else None
     await panel.conn.execute(
         _UPDATE,
         {"id": panel.user.user_id, "notify_new_applications": notify, **{k: v or None for k, v in values.items()}},
@@ -133,5 +133,5 @@ async def _profile(
         person=person,
         values=shown,
         errors=errors or {},
-        hiring=panel.user.role in HIRING_ROLES,
+        hiring=panel.user.role in TEAM_ROLES,  # who is told of each new application (the check box)
     )
