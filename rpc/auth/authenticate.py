@@ -144,14 +144,16 @@ class Authenticator:
         """What the credential check needs from outside the database, done before the request takes a connection:
         the external identity provider's keys, when its token names one not yet fetched."""
         external = self._external
-        token = _bearer_token(authorization) if authorization and external is not None else None
+        if external is None or not authorization:
+            return
+        token = _bearer_token(authorization)
         if token is None or apikeys.looks_like_key(token) or self._remembered.get(token_hash(token)) is not None:
             return
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
             return  # refused by `authenticate`, with its reason
-        if external is not None and self._keyring.verification_key(header.get("kid")) is None:
+        if self._keyring.verification_key(header.get("kid")) is None:
             await external.prepare(header)
 
     async def confirm(self, conn: Connection, credential: Credential) -> Principal:
