@@ -102,7 +102,7 @@ def openapi_document(registry: Registry, public_url: str, version: str, scopes: 
         "openapi": "3.1.0",
         "info": {"title": "Hire API", "version": version},
         "servers": [{"url": public_url}],
-        "tags": [{"name": tag} for tag in sorted({_tag(proc) for proc in procedures})],
+        "tags": [{"name": tag} for tag in sorted({proc.resource for proc in procedures})],
         "paths": paths,
         "components": {"schemas": components, "securitySchemes": _security(public_url, scopes)},
     }
@@ -186,7 +186,7 @@ def _operations(
         "operationId": proc.name,
         # A summary is plain text (only the description is Markdown): the docstring's backticks would show.
         "summary": proc.doc.splitlines()[0].replace("`", ""),
-        "tags": [_tag(proc)],
+        "tags": [proc.resource],
         # Requirements are alternatives (OpenAPI 3.1 section 4.8.30): any one scope of the procedure's will do.
         "security": [{scheme: [scope]} for scope in proc.scopes for scheme in ("bearer", "oauth2")],
         "responses": responses,
@@ -218,11 +218,6 @@ _TWINS = (
     " and `HEAD` (`{name}.head`) for the headers alone."
 )
 _TWIN = "The same call as `GET` (`{name}`): see there.\n\n"
-
-
-def _tag(proc: Procedure) -> str:
-    """The resource a procedure belongs to: the first part of its name (`jobs`, `billing`, `profile`, ...)."""
-    return proc.name.split(".", 1)[0]
 
 
 def _query_parameters(params: Mapping[str, Any], example: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -59,6 +59,11 @@ class Procedure:
         return " or ".join(self.scopes)
 
     @property
+    def resource(self) -> str:
+        """What it acts on: the first part of its name (`jobs`, `billing`, `profile`, ...), its OpenAPI tag."""
+        return self.name.split(".", 1)[0]
+
+    @property
     def methods(self) -> tuple[str, ...]:
         """A write takes POST; a read takes GET (and HEAD, wherever GET works: RFC 9110 section 9.3.2) and POST."""
         return ("POST",) if self.write else ("GET", "HEAD", "POST")

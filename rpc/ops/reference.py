@@ -184,11 +184,6 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
     return lines + ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
 
 
-def resource(proc: Procedure) -> str:
-    """What a procedure acts on: the first part of its name (`jobs`, `billing`, `profile`, ...)."""
-    return proc.name.split(".", 1)[0]
-
-
 def _anchor(name: str) -> str:
     """The anchor a Markdown renderer gives the heading `` `name` ``."""
     return re.sub(r"[^a-z0-9_-]", "", name.lower())
@@ -255,12 +250,12 @@ def reference(registry: Registry) -> str:
     procedures = list(registry)
     schemas = Schemas(procedures)
     lines = [TITLE, ""]
-    for name, group in groupby(procedures, resource):
+    for name, group in groupby(procedures, lambda proc: proc.resource):
         lines.append(f"- **{name}**: " + ", ".join(f"[`{p.name}`](#{_anchor(p.name)})" for p in group))
     scopes = ", ".join(f"`{scope}`" for scope in sorted(registry.scopes))
     lines += ["", INTRO.format(scopes=scopes).strip(), ""]
     lines += [*_table(["status", "code", "when"], error_rows()), "", PAGING.strip(), ""]
-    for name, group in groupby(procedures, resource):
+    for name, group in groupby(procedures, lambda proc: proc.resource):
         lines += [f"## {name}", ""]
         for proc in group:
             lines += procedure_section(proc, schemas)
@@ -288,7 +283,7 @@ def by_module(registry: Registry) -> str:
 
 def by_resource(registry: Registry) -> str:
     """The procedures of each resource, with scope and roles (README.md)."""
-    return _grouped(list(registry), lambda p: f"`{resource(p)}`", ["resource", "procedures", "scope", "roles"])
+    return _grouped(list(registry), lambda p: f"`{p.resource}`", ["resource", "procedures", "scope", "roles"])
 
 
 TABLES: dict[str, Callable[[Registry], str]] = {"--by-module": by_module, "--by-resource": by_resource}
